@@ -1,0 +1,215 @@
+"""Command line: `ckptlint [PATHS]...` (ruff-like), `ckptlint rule CODE`, `ckptlint rules`, `ckptlint clean`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional, Sequence
+
+import click
+
+from ckptlint import __version__
+from ckptlint.cache import DEFAULT_DIRNAME, ResultCache, clean
+from ckptlint.config import ConfigError, Settings, find_config, load_settings
+from ckptlint.docs import rule_document
+from ckptlint.findings import LintReport
+from ckptlint.reporters import FORMATS, RenderOptions, render
+from ckptlint.rules import all_rules
+from ckptlint.versions import resolve_versions
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+_PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", ".git")
+
+
+class _DefaultToCheck(click.Group):
+    """`ckptlint src/` means `ckptlint check src/`, as `ruff src/` once did."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+
+def _codes(values: Sequence[str]) -> tuple[str, ...]:
+    return tuple(code.strip().upper() for value in values for code in value.split(",") if code.strip())
+
+
+def _fail(message: str) -> "click.exceptions.Exit":
+    click.echo(f"ckptlint: error: {message}", err=True)
+    return click.exceptions.Exit(EXIT_ERROR)
+
+
+def _load_settings(config: Optional[str], paths: Sequence[str]) -> Settings:
+    config_path = Path(config) if config else find_config([p for p in paths if p != "-"] or ["."])
+    return load_settings(config_path)
+
+
+def _project_root(settings: Settings, paths: Sequence[str]) -> Optional[Path]:
+    """Where the linted project declares its dependencies: the config's folder or the nearest marker."""
+    if settings.project_root is not None:
+        return settings.project_root
+    start = Path(next((p for p in paths if p != "-"), ".")).resolve()
+    for directory in (start, *start.parents):
+        if any((directory / marker).exists() for marker in _PROJECT_MARKERS):
+            return directory
+    return None
+
+
+def _cache_dir(settings: Settings, root: Optional[Path], override: Optional[str]) -> Path:
+    chosen = override or os.environ.get("CKPTLINT_CACHE_DIR") or settings.cache_dir
+    base = root or Path.cwd()
+    return base / chosen if chosen else base / DEFAULT_DIRNAME
+
+
+@click.group(cls=_DefaultToCheck, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="ckptlint")
+def main() -> None:
+    """Find misuse of PyTorch activation checkpointing.
+
+    `ckptlint [OPTIONS] [PATHS]...` is short for `ckptlint check [OPTIONS] [PATHS]...`.
+    Exit codes: 0 no findings, 1 findings, 2 usage error or a file that could not be checked.
+    """
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--select", multiple=True, help="Rule codes or prefixes to enable (comma-separated), e.g. CKPT00.")
+@click.option("--extend-select", multiple=True, help="Codes or prefixes to enable on top of the configured selection.")
+@click.option("--ignore", multiple=True, help="Rule codes or prefixes to disable (comma-separated).")
+@click.option("--format", "--output-format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True, help="Output format.")
+@click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), help="Write the report to a file instead of stdout.")
+@click.option("--statistics", is_flag=True, help="Show counts per rule instead of each finding.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (errors still exit 2).")
+@click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
+@click.option("--show-source/--no-show-source", default=True, show_default=True, help="Show the source line under each finding.")
+@click.option("--config", type=click.Path(exists=True, dir_okay=False), help="pyproject.toml or ckptlint.toml to use instead of searching.")
+@click.option("--exclude", multiple=True, help="Replace the default excludes (glob patterns, comma-separated).")
+@click.option("--extend-exclude", multiple=True, help="Exclude more paths (glob patterns, comma-separated).")
+@click.option("--stdin-filename", help="The name of the file read from `-` (stdin), for messages and per-file settings.")
+@click.option("--torch-version", help="Target torch version, e.g. 2.13 (overrides configuration and installed metadata).")
+@click.option("--transformers-version", help="Target transformers version, e.g. 4.57.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Result cache folder (default: .ckptlint_cache in the project).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: all cores).")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True, help="Colour the text output (auto: only on a terminal, never with NO_COLOR).")
+def check(
+    paths: tuple[str, ...],
+    select: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    fmt: str,
+    output_file: Optional[str],
+    statistics: bool,
+    exit_zero: bool,
+    quiet: bool,
+    show_source: bool,
+    config: Optional[str],
+    exclude: tuple[str, ...],
+    extend_exclude: tuple[str, ...],
+    stdin_filename: Optional[str],
+    torch_version: Optional[str],
+    transformers_version: Optional[str],
+    no_cache: bool,
+    cache_dir: Optional[str],
+    jobs: Optional[int],
+    color: str,
+) -> None:
+    """Lint PATHS (files, directories, or - for stdin; default: the current directory)."""
+    from ckptlint.engine import lint
+
+    paths = paths or (".",)
+    try:
+        settings = _load_settings(config, paths)
+        overrides = {
+            key: value
+            for key, value in {
+                "select": _codes(select),
+                "extend_select": _codes(extend_select),
+                "ignore": settings.ignore + _codes(ignore),
+                "exclude": _codes_or_patterns(exclude),
+                "extend_exclude": settings.extend_exclude + _codes_or_patterns(extend_exclude),
+            }.items()
+            if value
+        }
+        settings = settings.with_overrides(**overrides)
+        root = _project_root(settings, paths)
+        versions = resolve_versions(settings, root, torch_version, transformers_version)
+    except ConfigError as error:
+        raise _fail(str(error))
+    stdin = None
+    if "-" in paths:
+        stdin = (stdin_filename or "-", click.get_text_stream("stdin").read())
+    cache = None if no_cache else ResultCache(_cache_dir(settings, root, cache_dir))
+    try:
+        report = lint(paths, settings, versions, jobs=jobs, cache=cache, stdin=stdin)
+    finally:
+        if cache:
+            cache.close()
+
+    use_color = color == "always" or (color == "auto" and output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ)
+    options = RenderOptions(show_source=show_source, color=use_color, statistics=statistics, quiet=quiet)
+    output = render(fmt, report, all_rules(), options, _line_reader(stdin), rule_document)
+    if output_file:
+        Path(output_file).write_text(output, encoding="utf-8")
+    else:
+        click.echo(output, nl=False)
+    if fmt != "text":
+        for error in report.errors:
+            click.echo(f"{error.path}: error: {error.message}", err=True)
+    raise click.exceptions.Exit(_exit_code(report, exit_zero))
+
+
+def _codes_or_patterns(values: Sequence[str]) -> tuple[str, ...]:
+    return tuple(p.strip() for value in values for p in value.split(",") if p.strip())
+
+
+def _exit_code(report: LintReport, exit_zero: bool) -> int:
+    if report.errors:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if report.findings and not exit_zero else EXIT_CLEAN
+
+
+def _line_reader(stdin: Optional[tuple[str, str]]):
+    @lru_cache(maxsize=64)
+    def read_lines(path: str) -> Optional[list[str]]:
+        if stdin is not None and path == stdin[0]:
+            return stdin[1].splitlines()
+        try:
+            return Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return None
+
+    return read_lines
+
+
+@main.command()
+@click.argument("code")
+def rule(code: str) -> None:
+    """Print the document of rule CODE (what it does, why, examples, the fix)."""
+    known = {r.code for r in all_rules()}
+    document = rule_document(code) if code.upper() in known else None
+    if document is None:
+        raise _fail(f"unknown rule code '{code}' (known: {', '.join(sorted(known))})")
+    click.echo(document, nl=not document.endswith("\n"))
+
+
+@main.command()
+def rules() -> None:
+    """List every rule: code, name, default severity and summary."""
+    for r in all_rules():
+        click.echo(f"{r.code}  {r.name:<28} {r.severity.value:<8} {r.summary}")
+
+
+@main.command("clean")
+@click.option("--config", type=click.Path(exists=True, dir_okay=False))
+@click.option("--cache-dir", type=click.Path(file_okay=False))
+def clean_command(config: Optional[str], cache_dir: Optional[str]) -> None:
+    """Delete the result cache."""
+    try:
+        settings = _load_settings(config, ["."])
+    except ConfigError as error:
+        raise _fail(str(error))
+    directory = _cache_dir(settings, _project_root(settings, ["."]), cache_dir)
+    click.echo(f"removed {directory}" if clean(directory) else f"no cache at {directory}")

@@ -1,0 +1,44 @@
+"""What a lint run produces: findings, per-file errors and the run report."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    """One diagnostic. Lines and columns are 1-based; end_column is exclusive."""
+
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    code: str
+    message: str
+    help: str
+    severity: Severity
+
+
+@dataclass(frozen=True, order=True)
+class FileError:
+    """A file that could not be read or parsed; the run goes on without it."""
+
+    path: str
+    message: str
+
+
+@dataclass
+class LintReport:
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[FileError] = field(default_factory=list)
+    files_checked: int = 0
+    # Checkpoint sites whose callee or mode the analysis could not resolve.
+    unresolved_sites: int = 0

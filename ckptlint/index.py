@@ -1,0 +1,369 @@
+"""The project index: declarations of every linted module, from one cheap `ast` pass.
+
+The expensive LibCST pass only runs on files that can hold checkpoint sites; to resolve a
+`self.block` defined in another file it asks this index, which knows every module's imports,
+classes (bases and the submodules `__init__` builds) and module-level aliases. Summaries are
+plain data so that the result cache can store them as JSON.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Iterator, Optional, Union
+
+from ckptlint.names import absolute_module, import_bindings, resolve_dotted
+
+Literal = Union[bool, int, float, str, None]
+CONTAINERS = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"})
+PARTIAL = frozenset({"functools.partial"})
+
+
+@dataclass
+class AttrBinding:
+    """What `self.<attr> = ...` (or a class-level assignment) can hold."""
+
+    line: int
+    constructors: tuple[str, ...] = ()  # classes constructed, container elements included
+    container: Optional[str] = None  # qualified container class, e.g. torch.nn.ModuleList
+    constant: Optional[Literal] = None
+    has_constant: bool = False
+    is_lambda: bool = False
+
+
+@dataclass
+class Alias:
+    """Module-level `name = target` or `name = functools.partial(target, kw=literal, ...)`."""
+
+    target: str
+    keywords: dict[str, Literal] = field(default_factory=dict)
+    is_partial: bool = False
+
+
+@dataclass
+class ClassSummary:
+    qualname: str
+    line: int
+    bases: tuple[str, ...]
+    attrs: dict[str, AttrBinding]
+    methods: tuple[str, ...]
+
+
+@dataclass
+class ModuleSummary:
+    name: str
+    path: str
+    is_package: bool
+    imports: dict[str, str]
+    classes: dict[str, ClassSummary]
+    functions: tuple[str, ...]
+    aliases: dict[str, Alias]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ModuleSummary":
+        classes = {
+            name: ClassSummary(
+                qualname=c["qualname"],
+                line=c["line"],
+                bases=tuple(c["bases"]),
+                attrs={a: AttrBinding(**{**b, "constructors": tuple(b["constructors"])}) for a, b in c["attrs"].items()},
+                methods=tuple(c["methods"]),
+            )
+            for name, c in data["classes"].items()
+        }
+        return cls(
+            name=data["name"],
+            path=data["path"],
+            is_package=data["is_package"],
+            imports=data["imports"],
+            classes=classes,
+            functions=tuple(data["functions"]),
+            aliases={n: Alias(**a) for n, a in data["aliases"].items()},
+        )
+
+
+def dotted(node: ast.AST) -> Optional[str]:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def literal(node: ast.AST) -> tuple[bool, Literal]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (bool, int, float, str, type(None))):
+        return True, node.value
+    return False, None
+
+
+class _Summarizer:
+    def __init__(self, module: str, is_package: bool) -> None:
+        self.module = module
+        self.is_package = is_package
+        self.imports: dict[str, str] = {}
+        self.local_names: set[str] = set()
+
+    def qualify(self, node: ast.AST) -> Optional[str]:
+        name = dotted(node)
+        if name is None:
+            return None
+        head = name.split(".", 1)[0]
+        if head in self.local_names and head not in self.imports:
+            return f"{self.module}.{name}"
+        return resolve_dotted(name, self.imports)
+
+    def bind_imports(self, node: Union[ast.Import, ast.ImportFrom]) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    self.imports[alias.asname] = alias.name
+                else:
+                    self.imports.update(import_bindings(alias.name))
+            return
+        base = absolute_module(self.module, self.is_package, node.level, node.module)
+        if base is None:
+            return
+        for alias in node.names:
+            if alias.name != "*":
+                self.imports[alias.asname or alias.name] = f"{base}.{alias.name}"
+
+    def summarize(self, tree: ast.Module, path: str) -> ModuleSummary:
+        for stmt in _module_level(tree.body):
+            if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.local_names.add(stmt.name)
+            elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                self.bind_imports(stmt)
+        classes: dict[str, ClassSummary] = {}
+        functions: list[str] = []
+        aliases: dict[str, Alias] = {}
+        for stmt in _module_level(tree.body):
+            if isinstance(stmt, ast.ClassDef):
+                classes[stmt.name] = self.summarize_class(stmt)
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                functions.append(stmt.name)
+            elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                alias = self.alias(stmt.value)
+                if alias is not None:
+                    aliases[stmt.targets[0].id] = alias
+        return ModuleSummary(self.module, path, self.is_package, dict(self.imports), classes, tuple(functions), aliases)
+
+    def alias(self, value: ast.AST) -> Optional[Alias]:
+        if isinstance(value, ast.Call) and self.qualify(value.func) in PARTIAL and value.args:
+            target = self.qualify(value.args[0])
+            if target is None:
+                return None
+            keywords = {}
+            for kw in value.keywords:
+                known, const = literal(kw.value)
+                if kw.arg is None or not known:
+                    return None
+                keywords[kw.arg] = const
+            return Alias(target, keywords, is_partial=True)
+        target = self.qualify(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+        return Alias(target) if target else None
+
+    def summarize_class(self, node: ast.ClassDef) -> ClassSummary:
+        bases = tuple(q for q in (self.qualify(b) for b in node.bases) if q)
+        attrs: dict[str, AttrBinding] = {}
+        methods = []
+        for stmt in node.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                methods.append(stmt.name)
+                if stmt.name == "__init__":
+                    self.collect_init(stmt, attrs)
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        attrs.setdefault(target.id, self.binding(stmt.value, {}, stmt.lineno))
+        return ClassSummary(f"{self.module}.{node.name}", node.lineno, bases, attrs, tuple(methods))
+
+    def collect_init(self, init: ast.FunctionDef, attrs: dict[str, AttrBinding]) -> None:
+        # Local lists that later become ModuleList/Sequential contents: `layers.append(Block())`.
+        local_elements: dict[str, list[str]] = {}
+        for node in _in_source_order(init):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("append", "extend", "add_module") and node.args:
+                owner = node.func.value
+                elements = self.constructors(node.args[-1], local_elements)
+                if isinstance(owner, ast.Name):
+                    local_elements.setdefault(owner.id, []).extend(elements)
+                elif _self_attr(owner) and _self_attr(owner) in attrs:
+                    binding = attrs[_self_attr(owner)]
+                    binding.constructors = tuple(dict.fromkeys(binding.constructors + tuple(elements)))
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    attr = _self_attr(target)
+                    if attr is not None:
+                        new = self.binding(node.value, local_elements, node.lineno)
+                        old = attrs.get(attr)
+                        attrs[attr] = _merge(old, new) if old else new
+                    elif isinstance(target, ast.Name) and isinstance(node.value, (ast.List, ast.ListComp, ast.Tuple)):
+                        local_elements[target.id] = list(self.constructors(node.value, local_elements))
+
+    def binding(self, value: ast.AST, local_elements: dict[str, list[str]], line: int) -> AttrBinding:
+        known, const = literal(value)
+        if known:
+            return AttrBinding(line, constant=const, has_constant=True)
+        if isinstance(value, ast.Lambda):
+            return AttrBinding(line, is_lambda=True)
+        if isinstance(value, ast.Call):
+            ctor = self.qualify(value.func)
+            if ctor in CONTAINERS:
+                elements: list[str] = []
+                for arg in value.args:
+                    elements.extend(self.constructors(arg, local_elements))
+                return AttrBinding(line, tuple(dict.fromkeys(elements)), container=ctor)
+        return AttrBinding(line, tuple(dict.fromkeys(self.constructors(value, local_elements))))
+
+    def constructors(self, value: ast.AST, local_elements: dict[str, list[str]]) -> Iterator[str]:
+        """Classes that an expression may construct (through lists, comprehensions, conditionals)."""
+        if isinstance(value, ast.Call):
+            ctor = self.qualify(value.func)
+            if ctor in CONTAINERS or ctor == "collections.OrderedDict":
+                for arg in value.args:
+                    yield from self.constructors(arg, local_elements)
+            elif ctor:
+                yield ctor
+        elif isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+            for element in value.elts:
+                yield from self.constructors(element, local_elements)
+        elif isinstance(value, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            yield from self.constructors(value.elt, local_elements)
+        elif isinstance(value, ast.Starred):
+            yield from self.constructors(value.value, local_elements)
+        elif isinstance(value, ast.IfExp):
+            yield from self.constructors(value.body, local_elements)
+            yield from self.constructors(value.orelse, local_elements)
+        elif isinstance(value, ast.Name):
+            yield from local_elements.get(value.id, ())
+        elif isinstance(value, ast.Dict):
+            for element in value.values:
+                yield from self.constructors(element, local_elements)
+
+
+def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Module-level statements, looking into `if`/`try` blocks (guarded imports)."""
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            yield from _module_level(stmt.body)
+            yield from _module_level(stmt.orelse)
+        elif isinstance(stmt, ast.Try):
+            for block in (stmt.body, stmt.orelse, stmt.finalbody, *(h.body for h in stmt.handlers)):
+                yield from _module_level(block)
+        else:
+            yield stmt
+
+
+def _in_source_order(node: ast.AST) -> Iterator[ast.AST]:
+    """Depth-first pre-order; `ast.walk` is breadth-first, which would read a list before it is filled."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(list(ast.iter_child_nodes(current))))
+
+
+def _self_attr(node: ast.AST) -> Optional[str]:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def _merge(old: AttrBinding, new: AttrBinding) -> AttrBinding:
+    """An attribute assigned on several paths may hold any of the values."""
+    same_constant = old.has_constant and new.has_constant and old.constant == new.constant
+    return AttrBinding(
+        old.line,
+        tuple(dict.fromkeys(old.constructors + new.constructors)),
+        old.container or new.container,
+        old.constant if same_constant else None,
+        same_constant,
+        old.is_lambda or new.is_lambda,
+    )
+
+
+def summarize(source: str, path: str, module: str, is_package: bool) -> ModuleSummary:
+    """Raises SyntaxError/ValueError for unparsable sources; the engine reports them."""
+    tree = ast.parse(source, filename=path)
+    return _Summarizer(module, is_package).summarize(tree, path)
+
+
+class ProjectIndex:
+    """All module summaries of a run, with re-export-aware lookups."""
+
+    def __init__(self, modules: dict[str, ModuleSummary]) -> None:
+        self.modules = modules
+
+    def split(self, qualname: str) -> tuple[Optional[ModuleSummary], str]:
+        parts = qualname.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            module = self.modules.get(".".join(parts[:cut]))
+            if module is not None:
+                return module, ".".join(parts[cut:])
+        return None, qualname
+
+    def canonical(self, qualname: str) -> str:
+        """Follow re-exports and module-level aliases: `pkg.Block` -> `pkg.blocks.Block`."""
+        seen = set()
+        while qualname not in seen:
+            seen.add(qualname)
+            module, rest = self.split(qualname)
+            if module is None:
+                return qualname
+            head, _, tail = rest.partition(".")
+            if head in module.classes or head in module.functions:
+                return qualname
+            target = module.imports.get(head)
+            alias = module.aliases.get(head)
+            if target is None and alias is not None and not alias.is_partial:
+                target = alias.target
+            if target is None:
+                return qualname
+            qualname = f"{target}.{tail}" if tail else target
+        return qualname
+
+    def alias(self, qualname: str) -> Optional[Alias]:
+        module, rest = self.split(self.canonical(qualname))
+        return module.aliases.get(rest) if module else None
+
+    def class_(self, qualname: str) -> Optional[ClassSummary]:
+        module, rest = self.split(self.canonical(qualname))
+        return module.classes.get(rest) if module else None
+
+    def ancestors(self, qualname: str) -> Iterator[str]:
+        """Qualified names of the class and all its bases, in-project or not (depth-first)."""
+        stack, seen = [self.canonical(qualname)], set()
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            yield name
+            summary = self.class_(name)
+            if summary is not None:
+                stack.extend(reversed([self.canonical(b) for b in summary.bases]))
+
+    def is_subclass(self, qualname: str, bases: frozenset[str]) -> bool:
+        return any(name in bases for name in self.ancestors(qualname))
+
+    def attribute(self, class_qualname: str, attr: str) -> Optional[AttrBinding]:
+        for name in self.ancestors(class_qualname):
+            summary = self.class_(name)
+            if summary is not None and attr in summary.attrs:
+                return summary.attrs[attr]
+        return None
+
+    def fingerprint(self) -> str:
+        """Changes only when a declaration changes, so editing a function body keeps other files cached."""
+        digest = hashlib.blake2b(digest_size=16)
+        for name in sorted(self.modules):
+            summary = self.modules[name]
+            digest.update(json.dumps([name, summary.imports, asdict(summary)["classes"], summary.functions, asdict(summary)["aliases"]], sort_keys=True, default=str).encode())
+        return digest.hexdigest()

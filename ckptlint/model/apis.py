@@ -1,0 +1,94 @@
+"""Built-in knowledge of the checkpointing APIs people call, by qualified name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ckptlint.model.sites import ApiKind
+
+# Keyword arguments torch.utils.checkpoint consumes itself; any other keyword reaches the function.
+CONTROL_KEYWORDS = frozenset({"use_reentrant", "preserve_rng_state", "context_fn", "determinism_check", "debug", "early_stop"})
+
+
+@dataclass(frozen=True)
+class CheckpointApi:
+    qualname: str
+    kind: ApiKind
+    # Accepts `use_reentrant`; only these can miss the flag (CKPT006).
+    takes_flag: bool = False
+    # The mode when the call does not spell it: "torch" = torch's version-dependent default.
+    default_reentrant: Optional[bool] = None
+    default_source: str = "torch"
+    # Where the checkpointed callable and its first input sit among the positional arguments.
+    function_index: int = 0
+    inputs_from: int = 1
+
+    @property
+    def short_name(self) -> str:
+        return self.qualname.rsplit(".", 1)[-1]
+
+
+def _apis(*apis: CheckpointApi) -> dict[str, CheckpointApi]:
+    return {api.qualname: api for api in apis}
+
+
+_DIST = "torch.distributed.algorithms._checkpoint.checkpoint_wrapper"
+_DEEPSPEED = ("deepspeed.checkpointing", "deepspeed.runtime.activation_checkpointing.checkpointing")
+_TIMM = ("timm.models", "timm.models._manipulate", "timm.models.helpers")
+
+KNOWN_APIS: dict[str, CheckpointApi] = _apis(
+    CheckpointApi("torch.utils.checkpoint.checkpoint", ApiKind.CHECKPOINT, takes_flag=True),
+    CheckpointApi("torch.utils.checkpoint.checkpoint_sequential", ApiKind.SEQUENTIAL, takes_flag=True, inputs_from=2),
+    # checkpoint_wrapper defaults to CheckpointImpl.NO_REENTRANT (torch >= 2.0).
+    CheckpointApi(f"{_DIST}.checkpoint_wrapper", ApiKind.MODULE_WRAPPER, default_reentrant=False, default_source="checkpoint_wrapper default CheckpointImpl.NO_REENTRANT"),
+    CheckpointApi(f"{_DIST}.apply_activation_checkpointing", ApiKind.APPLY_WRAPPER, default_reentrant=False, default_source="apply_activation_checkpointing default wrapper (CheckpointImpl.NO_REENTRANT)"),
+    CheckpointApi("torch.distributed._composable.checkpoint_activation.checkpoint", ApiKind.MODULE_WRAPPER, default_reentrant=False, default_source="composable checkpoint is always non-reentrant"),
+    CheckpointApi("torch.distributed._composable.checkpoint", ApiKind.MODULE_WRAPPER, default_reentrant=False, default_source="composable checkpoint is always non-reentrant"),
+    *(CheckpointApi(f"{m}.checkpoint", ApiKind.CHECKPOINT, default_reentrant=True, default_source="deepspeed's checkpoint is always reentrant") for m in _DEEPSPEED),
+    *(CheckpointApi(f"{m}.non_reentrant_checkpoint", ApiKind.CHECKPOINT, default_reentrant=False, default_source="deepspeed non_reentrant_checkpoint") for m in _DEEPSPEED),
+    # timm passes the flag itself; its default comes from timm.layers.use_reentrant_ckpt() (False unless overridden).
+    *(CheckpointApi(f"{m}.checkpoint", ApiKind.CHECKPOINT, default_reentrant=False, default_source="timm default (use_reentrant_ckpt() is False unless TIMM_REENTRANT_CKPT is set)") for m in _TIMM[1:]),
+    *(CheckpointApi(f"{m}.checkpoint_seq", ApiKind.SEQUENTIAL, default_reentrant=False, default_source="timm default (use_reentrant_ckpt() is False unless TIMM_REENTRANT_CKPT is set)", inputs_from=1) for m in _TIMM),
+)
+
+# transformers: the model method and the Trainer arguments that turn checkpointing on.
+HF_ENABLE_METHODS = {
+    "gradient_checkpointing_enable": "gradient_checkpointing_kwargs",
+    "activation_checkpointing_enable": "activation_checkpointing_kwargs",
+}
+HF_CHECKPOINT_FUNC_ATTR = "_gradient_checkpointing_func"
+HF_TRAINING_ARGUMENTS = frozenset(
+    {
+        "transformers.TrainingArguments",
+        "transformers.training_args.TrainingArguments",
+        "transformers.Seq2SeqTrainingArguments",
+        "transformers.training_args_seq2seq.Seq2SeqTrainingArguments",
+    }
+)
+HF_TRAINING_FLAGS = {"gradient_checkpointing": "gradient_checkpointing_kwargs", "activation_checkpointing": "activation_checkpointing_kwargs"}
+HF_GC_LAYER = frozenset({"transformers.modeling_layers.GradientCheckpointingLayer", "transformers.GradientCheckpointingLayer"})
+
+CHECKPOINT_IMPL_REENTRANT = {f"{_DIST}.CheckpointImpl.REENTRANT": True, f"{_DIST}.CheckpointImpl.NO_REENTRANT": False}
+
+# Contexts in which autograd records nothing, so a checkpoint has nothing to recompute.
+NO_GRAD_CONTEXTS = frozenset(
+    {"torch.no_grad", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"}
+)
+INFERENCE_CONTEXTS = frozenset(
+    {"torch.inference_mode", "torch.autograd.inference_mode", "torch.autograd.grad_mode.inference_mode"}
+)
+SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled"})
+ENABLE_GRAD = frozenset({"torch.enable_grad", "torch.autograd.enable_grad", "torch.autograd.grad_mode.enable_grad"})
+LIGHTNING_MODULES = frozenset(
+    {
+        "pytorch_lightning.LightningModule",
+        "pytorch_lightning.core.LightningModule",
+        "pytorch_lightning.core.module.LightningModule",
+        "lightning.LightningModule",
+        "lightning.pytorch.LightningModule",
+        "lightning.pytorch.core.LightningModule",
+        "lightning.pytorch.core.module.LightningModule",
+    }
+)
+LIGHTNING_NO_GRAD_STEPS = frozenset({"validation_step", "test_step", "predict_step"})

@@ -1,0 +1,45 @@
+"""Reading source files: bytes, content hash and text decoded the way Python would."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tokenize
+from dataclasses import dataclass
+
+
+class SourceError(Exception):
+    """A file that cannot be read or decoded; the message is user-facing."""
+
+
+@dataclass(frozen=True)
+class Source:
+    path: str
+    text: str
+    digest: str
+
+
+def digest_of(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def decode(path: str, data: bytes) -> Source:
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        text = data.decode(encoding)
+    except (SyntaxError, LookupError) as error:
+        raise SourceError(f"cannot determine the file's encoding: {error}") from None
+    except UnicodeDecodeError as error:
+        raise SourceError(f"cannot decode as {error.encoding} (byte {error.start}): {error.reason}") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return Source(path, text, digest_of(data))
+
+
+def read_source(path: str) -> Source:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        raise SourceError(f"cannot read file: {error.strerror or error}") from None
+    return decode(path, data)
