@@ -1,0 +1,98 @@
+"""Human-readable output in ruff's "full" style."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Sequence
+
+from ckptlint.findings import Finding, LintReport, Severity
+from ckptlint.reporters import ReadLines, RenderOptions, RuleMeta
+
+_SEVERITY_SGR = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.INFO: "36"}
+_BOLD, _DIM = "1", "2"
+
+
+class _Painter:
+    """Wraps text in ANSI SGR codes only when colour was requested by the CLI."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __call__(self, text: str, *sgr: str) -> str:
+        if not self.enabled or not text:
+            return text
+        return f"\x1b[{';'.join(sgr)}m{text}\x1b[0m"
+
+
+def render(
+    report: LintReport, rules: Sequence[RuleMeta], options: RenderOptions, read_lines: ReadLines
+) -> str:
+    paint = _Painter(options.color)
+    lines: list[str] = []
+    if options.statistics:
+        lines += _statistics(report, rules, paint)
+    else:
+        for finding in report.findings:
+            lines += _finding(finding, options.show_source, read_lines, paint)
+    error = paint("error", _BOLD, _SEVERITY_SGR[Severity.ERROR])
+    lines += [f"{paint(e.path, _BOLD)}: {error}: {e.message}" for e in report.errors]
+    if not options.quiet:
+        lines += _summary(report)
+    # Finding blocks end in a blank separator; drop it at the very end.
+    return "\n".join(lines).rstrip("\n") + "\n" if lines else ""
+
+
+def _finding(f: Finding, show_source: bool, read_lines: ReadLines, paint: _Painter) -> list[str]:
+    code = paint(f.code, _BOLD, _SEVERITY_SGR[f.severity])
+    header = f"{paint(f.path, _BOLD)}:{f.line}:{f.column}: {code} {f.message}"
+    if not show_source:
+        return [header, f"    help: {f.help}"] if f.help else [header]
+
+    width = len(str(f.line))
+    gutter = paint(" " * width + " |", _DIM)
+    block = [header]
+    source = read_lines(f.path)
+    if source is not None and 1 <= f.line <= len(source):
+        text = source[f.line - 1]
+        # Multi-line spans are underlined to the end of their first line only.
+        end = len(text) + 1 if f.end_line > f.line else f.end_column
+        # Keep tabs in the padding so carets line up however the terminal expands them.
+        pad = "".join(c if c == "\t" else " " for c in text[: f.column - 1])
+        carets = "^" * max(1, end - f.column)
+        block += [
+            gutter,
+            f"{paint(f'{f.line} |', _DIM)} {text}",
+            f"{gutter} {pad}{paint(carets, _BOLD, _SEVERITY_SGR[f.severity])}",
+            gutter,
+        ]
+    if f.help:
+        block.append(f"{paint(' ' * width + ' =', _DIM)} {paint('help', _BOLD)}: {f.help}")
+    return block + [""]
+
+
+def _statistics(report: LintReport, rules: Sequence[RuleMeta], paint: _Painter) -> list[str]:
+    names = {r.code: r.name for r in rules}
+    counts = Counter(f.code for f in report.findings)
+    severities = {f.code: f.severity for f in report.findings}
+    rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    count_width = max([4] + [len(str(n)) for n in counts.values()])
+    code_width = max([0] + [len(code) for code in counts])
+    lines: list[str] = []
+    for code, n in rows:
+        # Pad before painting so ANSI codes do not disturb the alignment.
+        label = paint(code.ljust(code_width), _BOLD, _SEVERITY_SGR[severities[code]])
+        lines.append(f"{n:>{count_width}}  {label}  {names.get(code, '')}".rstrip())
+    if report.unresolved_sites:
+        lines.append(f"{report.unresolved_sites} checkpoint sites could not be resolved")
+    return lines
+
+
+def _summary(report: LintReport) -> list[str]:
+    if report.findings:
+        files = len({f.path for f in report.findings})
+        lines = [f"Found {len(report.findings)} finding(s) in {files} file(s)."]
+    else:
+        lines = ["All checks passed!"]
+    if report.errors:
+        lines.append(f"{len(report.errors)} file(s) could not be checked.")
+    return lines
