@@ -140,7 +140,7 @@ def check(
         raise _fail(str(error))
     stdin = None
     if "-" in paths:
-        stdin = (stdin_filename or "-", click.get_text_stream("stdin").read())
+        stdin = (stdin_filename or "-", sys.stdin.read())
     cache = None if no_cache else ResultCache(_cache_dir(settings, root, cache_dir))
     try:
         report = lint(paths, settings, versions, jobs=jobs, cache=cache, stdin=stdin)

@@ -58,10 +58,11 @@ def lint(
     report.errors.extend(FileError(p, "no such file or directory") for p in discovery.missing)
     units: list[_Unit] = []
     for path in discovery.files:
+        shown = _display_path(path)
         try:
-            units.append(_unit(read_source(_display_path(path)), path))
+            units.append(_unit(read_source(shown), path))
         except SourceError as error:
-            report.errors.append(FileError(str(path), str(error)))
+            report.errors.append(FileError(shown, str(error)))
     if stdin is not None:
         filename, text = stdin
         units.append(_unit(decode(filename, text.encode()), Path(filename)))

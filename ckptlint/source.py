@@ -25,10 +25,15 @@ def digest_of(data: bytes) -> str:
 
 def decode(path: str, data: bytes) -> Source:
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        try:
+            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        except SyntaxError as error:
+            # detect_encoding also rejects plain invalid UTF-8; say which byte is wrong.
+            data.decode("utf-8")
+            raise SourceError(f"bad encoding declaration: {error}") from None
         text = data.decode(encoding)
-    except (SyntaxError, LookupError) as error:
-        raise SourceError(f"cannot determine the file's encoding: {error}") from None
+    except LookupError as error:
+        raise SourceError(f"unknown encoding: {error}") from None
     except UnicodeDecodeError as error:
         raise SourceError(f"cannot decode as {error.encoding} (byte {error.start}): {error.reason}") from None
     if text.startswith("\ufeff"):
