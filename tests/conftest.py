@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+from ckptlint.config import Settings
+from ckptlint.engine import lint
+from ckptlint.findings import LintReport
+from ckptlint.versions import resolve_versions
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>[A-Z0-9, ]+)")
+
+
+def lint_text(source: str, filename: str = "example.py", *, torch: str = "2.13", transformers: str = "5.23", settings: Optional[Settings] = None) -> LintReport:
+    """Lint one in-memory file the way `ckptlint - --stdin-filename NAME` does."""
+    settings = settings or Settings()
+    versions = resolve_versions(settings, None, torch, transformers)
+    return lint([], settings, versions, jobs=1, stdin=(filename, source))
+
+
+def codes(report: LintReport) -> list[tuple[int, str]]:
+    return [(f.line, f.code) for f in report.findings]
+
+
+def expected_marks(paths) -> set[tuple[str, int, str]]:
+    marks = set()
+    for path in paths:
+        for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+            match = EXPECT.search(line)
+            if match:
+                for code in match.group("codes").replace(",", " ").split():
+                    marks.add((str(path), number, code))
+    return marks
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """Write files into a temporary project and chdir there."""
+
+    def write(files: dict[str, str]) -> Path:
+        for name, text in files.items():
+            target = tmp_path / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        return tmp_path
+
+    monkeypatch.chdir(tmp_path)
+    return write
