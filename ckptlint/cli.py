@@ -87,6 +87,7 @@ def main() -> None:
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), help="pyproject.toml or ckptlint.toml to use instead of searching.")
 @click.option("--exclude", multiple=True, help="Replace the default excludes (glob patterns, comma-separated).")
 @click.option("--extend-exclude", multiple=True, help="Exclude more paths (glob patterns, comma-separated).")
+@click.option("--force-exclude", is_flag=True, default=None, help="Apply excludes to files named on the command line too (for pre-commit).")
 @click.option("--stdin-filename", help="The name of the file read from `-` (stdin), for messages and per-file settings.")
 @click.option("--torch-version", help="Target torch version, e.g. 2.13 (overrides configuration and installed metadata).")
 @click.option("--transformers-version", help="Target transformers version, e.g. 4.57.")
@@ -108,6 +109,7 @@ def check(
     config: Optional[str],
     exclude: tuple[str, ...],
     extend_exclude: tuple[str, ...],
+    force_exclude: Optional[bool],
     stdin_filename: Optional[str],
     torch_version: Optional[str],
     transformers_version: Optional[str],
@@ -130,6 +132,7 @@ def check(
                 "ignore": settings.ignore + _codes(ignore),
                 "exclude": _codes_or_patterns(exclude),
                 "extend_exclude": settings.extend_exclude + _codes_or_patterns(extend_exclude),
+                "force_exclude": force_exclude,
             }.items()
             if value
         }

@@ -45,7 +45,7 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
 
 # Which files get linted, and where results are cached, does not change a file's findings.
 _FILE_SELECTION_FIELDS = (
-    "exclude", "extend_exclude", "respect_gitignore", "cache_dir", "config_path",
+    "exclude", "extend_exclude", "respect_gitignore", "force_exclude", "cache_dir", "config_path",
 )  # fmt: skip
 
 
@@ -58,6 +58,8 @@ class Settings:
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     extend_exclude: tuple[str, ...] = ()
     respect_gitignore: bool = True
+    # Apply excludes to files named on the command line too (pre-commit passes every file by name).
+    force_exclude: bool = False
     severity: tuple[tuple[str, Severity], ...] = ()  # (code or prefix, severity)
     torch_version: str | None = None
     transformers_version: str | None = None
@@ -331,6 +333,7 @@ _KEYS: dict[str, Callable[[Any, _Key], Any]] = {
     "exclude": _strings,
     "extend-exclude": _strings,
     "respect-gitignore": _bool,
+    "force-exclude": _bool,
     "severity": _severity,
     "torch-version": _version,
     "transformers-version": _version,

@@ -29,8 +29,10 @@ def discover(paths: Sequence[str], settings: Settings) -> Discovery:
         if os.path.isdir(path):
             found.update(walker.walk(path))
         elif os.path.exists(path):
-            # Explicit files are linted even if excluded or not named .py (ruff semantics).
-            found.add(path)
+            # Explicit files are linted even if excluded or not named .py (ruff semantics),
+            # unless force-exclude asks otherwise.
+            if not (settings.force_exclude and walker.excluded(path)):
+                found.add(path)
         else:
             missing.append(given)
     return Discovery(files=sorted(Path(p) for p in found), missing=missing)
@@ -228,6 +230,17 @@ class _Walker:
                     pending.append((entry.path, rules))
                 elif entry.name.endswith(_PYTHON_SUFFIXES) and entry.is_file():
                     yield entry.path
+
+    def excluded(self, path: str) -> bool:
+        """Whether an explicitly named file, or a folder above it, matches an exclude pattern."""
+        base = self._exclude_base(os.path.dirname(path))
+        rules = _Rules(base, self._excludes)
+        current = base
+        for part in os.path.relpath(path, base).split(os.sep):
+            current = os.path.join(current, part)
+            if rules.verdict(_posix(current), current != path):
+                return True
+        return False
 
     def _exclude_base(self, root: str) -> str:
         """Path-like excludes are relative to the project root when walking inside it."""

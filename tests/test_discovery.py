@@ -143,6 +143,13 @@ def test_explicit_excluded_file_is_still_linted(tmp_path: Path) -> None:
     assert result.files == [tmp_path / "build" / "gen.py", tmp_path / "script"]
 
 
+def test_force_exclude_applies_excludes_to_explicit_files(tmp_path: Path) -> None:
+    make(tmp_path, "build/gen.py", "fixtures/deep/x.py", "src/ok.py")
+    settings = Settings(extend_exclude=("fixtures",), force_exclude=True, project_root=tmp_path)
+    named = [str(tmp_path / p) for p in ("build/gen.py", "fixtures/deep/x.py", "src/ok.py")]
+    assert discover(named, settings).files == [tmp_path / "src" / "ok.py"]
+
+
 def test_explicit_excluded_directory_is_walked(tmp_path: Path) -> None:
     make(tmp_path, "build/gen.py")
     assert found(tmp_path, paths=[str(tmp_path / "build")]) == ["build/gen.py"]

@@ -1,0 +1,26 @@
+"""README promises that must stay true."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import ROOT
+
+from ckptlint.rules import all_rules
+
+README = (ROOT / "README.md").read_text()
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    quick_start = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```bash\n(.*?)\n```", quick_start, re.DOTALL)
+    assert len(commands) == 2, "the quick start is two commands"
+    assert "ckptlint fixtures/" in commands[0]
+    test_command = commands[1].split("&&")[-1].strip()
+    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert test_command in ci_lines
+
+
+def test_every_rule_is_in_the_readme_table():
+    for rule in all_rules():
+        assert f"| {rule.code} | {rule.name} | {rule.severity.value} |" in README
