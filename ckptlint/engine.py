@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import multiprocessing
+from collections import OrderedDict
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor
@@ -21,7 +22,7 @@ from ckptlint.config import Settings
 from ckptlint.discovery import discover
 from ckptlint.findings import FileError, Finding, LintReport, Severity
 from ckptlint.index import ModuleSummary, ProjectIndex, summarize
-from ckptlint.model import build_file_model
+from ckptlint.model import FileModel, build_file_model
 from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINING_ARGUMENTS, KNOWN_APIS
 from ckptlint.names import module_name_for
 from ckptlint.rules import Rule, all_rules
@@ -81,22 +82,32 @@ def lint(
     state = (index, versions, settings)
     key_prefix = f"a:{__version__}:{settings.fingerprint()}:{versions.torch.text}:{versions.transformers.text}:{index.fingerprint()}"
     keys = {u.source.path: f"{key_prefix}:{u.source.path}:{u.source.digest}" for u, _ in candidates}
-    cached = cache.get_many(keys.values()) if cache else {}
+    digests = {u.source.path: u.source.digest for u in units}
+    cached = {k: v for k, v in (cache.get_many(keys.values()) if cache else {}).items() if _still_valid(v, digests)}
     todo = [c for c in candidates if keys[c[0].source.path] not in cached]
     fresh = _map(_analyze, todo, jobs if parallel and len(todo) > 1 else 1, state)
     if cache:
         cache.put_many({keys[path]: result for path, result in fresh})
     results = {**{p: cached[k] for p, k in keys.items() if k in cached}, **dict(fresh)}
+    findings: dict[tuple, Finding] = {}
     for path in sorted(results):
         result = results[path]
         if result["error"]:
             report.errors.append(FileError(path, result["error"]))
             continue
-        report.findings.extend(Finding(**{**f, "severity": Severity(f["severity"])}) for f in result["findings"])
+        for data in sorted(result["findings"], key=lambda f: f["message"]):
+            finding = Finding(**{**data, "severity": Severity(data["severity"])})
+            # A callee checkpointed from several sites is one problem at one place: report it once.
+            findings.setdefault((finding.path, finding.line, finding.column, finding.code), finding)
         report.unresolved_sites += result["unresolved"]
-    report.findings.sort(key=lambda f: (f.path, f.line, f.column, f.code))
+    report.findings = sorted(findings.values(), key=lambda f: (f.path, f.line, f.column, f.code))
     report.errors.sort()
     return report
+
+
+def _still_valid(result: dict, digests: dict[str, str]) -> bool:
+    """A cached result also depends on the other files whose bodies its analysis read."""
+    return all(digests.get(path) == digest for path, digest in result.get("depends", {}).items())
 
 
 def _display_path(path: Path) -> str:
@@ -179,13 +190,64 @@ def _summarize(unit: _Unit) -> tuple[str, dict]:
         return path, {"error": f"syntax error at line {error.lineno}, column {error.offset}: {error.msg}"}
     except (ValueError, RecursionError, MemoryError) as error:
         return path, {"error": f"cannot parse: {error}"}
+    except Exception as error:  # noqa: BLE001 - one file never stops the others
+        return path, {"error": f"internal error in ckptlint {__version__} (please report it): {type(error).__name__}: {error}"}
+
+
+class _Models:
+    """Other files' models, built on demand when a checkpointed callee lives there (one per worker)."""
+
+    # LibCST trees are large: keep a few recent ones (callees usually sit next to their callers).
+    capacity = 24
+
+    def __init__(self, index: ProjectIndex, versions: LibraryVersions, settings: Settings) -> None:
+        self.index, self.versions, self.settings = index, versions, settings
+        self.by_module: OrderedDict[str, Optional[FileModel]] = OrderedDict()
+        self.texts: dict[str, Source] = {}
+
+    def add(self, model: FileModel, source: Source) -> None:
+        self.by_module[model.module] = model
+        self.texts[model.path] = source
+        while len(self.by_module) > self.capacity:
+            _, evicted = self.by_module.popitem(last=False)
+            if evicted is not None:
+                self.texts.pop(evicted.path, None)
+
+    def get(self, module: str) -> Optional[FileModel]:
+        if module in self.by_module:
+            self.by_module.move_to_end(module)
+        else:
+            self.by_module[module] = None
+            summary = self.index.modules.get(module)
+            if summary is not None:
+                try:
+                    source = read_source(summary.path)
+                    tree = cst.parse_module(source.text)
+                except (SourceError, cst.ParserSyntaxError, RecursionError):
+                    return None
+                model = build_file_model(tree, summary.path, summary, self.index, self.versions, self.settings)
+                model.models = self.get
+                self.add(model, source)
+        return self.by_module[module]
+
+
+_MODELS: Optional[_Models] = None
 
 
 def _analyze(item: tuple[_Unit, ModuleSummary]) -> tuple[str, dict]:
-    unit, summary = item
+    try:
+        return _analyze_file(*item)
+    except Exception as error:  # noqa: BLE001 - a bug in one file's analysis must not stop the run
+        return item[0].source.path, {"findings": [], "unresolved": 0, "depends": {}, "error": f"internal error in ckptlint {__version__} (please report it): {type(error).__name__}: {error}"}
+
+
+def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
+    global _MODELS
     index, versions, settings = _STATE
+    if _MODELS is None or _MODELS.index is not index:
+        _MODELS = _Models(index, versions, settings)
     path = unit.source.path
-    result: dict[str, Any] = {"findings": [], "unresolved": 0, "error": None}
+    result: dict[str, Any] = {"findings": [], "unresolved": 0, "error": None, "depends": {}}
     text = unit.source.text
     try:
         tree = cst.parse_module(text)
@@ -196,34 +258,48 @@ def _analyze(item: tuple[_Unit, ModuleSummary]) -> tuple[str, dict]:
         result["error"] = "cannot parse: nesting too deep"
         return path, result
     model = build_file_model(tree, path, summary, index, versions, settings)
+    model.models = _MODELS.get
+    _MODELS.add(model, unit.source)
     result["unresolved"] = sum(not site.resolved for site in model.sites)
-    if Suppressions.disables_file(text):
-        return path, result
-    rules: list[Rule] = [rule() for rule in all_rules() if settings.is_enabled(rule.code, path)]
+    rules: list[Rule] = [rule() for rule in all_rules()]
     diagnostics = [(rule, d) for rule in rules for d in rule.check(model)]
-    if not diagnostics:
-        return path, result
-    # Positions cost a full codegen pass: computed only for files that have findings.
-    positions = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
-    suppressions = Suppressions(text.splitlines())
-    seen = set()
+    by_path: dict[str, list] = {}
     for rule, diagnostic in diagnostics:
-        where = positions[diagnostic.node]
-        line = where.start.line
-        key = (rule.code, line, where.start.column, diagnostic.message)
-        if key in seen or suppressions.suppresses(line, rule.code):
+        by_path.setdefault(diagnostic.path or path, []).append((rule, diagnostic))
+    for where, group in by_path.items():
+        owner = model if where == path else next((m for m in _MODELS.by_module.values() if m and m.path == where), None)
+        if owner is None:
             continue
-        seen.add(key)
+        source = _MODELS.texts[where]
+        if where != path:
+            result["depends"][where] = source.digest
+        result["findings"].extend(_findings(owner, source, group, settings))
+    return path, result
+
+
+def _findings(model: FileModel, source: Source, group: list, settings: Settings) -> list[dict]:
+    """Position, filter (selection, per-file ignores, suppressions) and serialise one file's diagnostics."""
+    group = [(rule, d) for rule, d in group if settings.is_enabled(rule.code, model.path)]
+    if not group or Suppressions.disables_file(source.text):
+        return []
+    # Positions cost a full codegen pass: computed only for files that have findings.
+    positions = MetadataWrapper(model.tree, unsafe_skip_copy=True).resolve(PositionProvider)
+    suppressions = Suppressions(source.text.splitlines())
+    found = []
+    for rule, diagnostic in group:
+        where = positions[diagnostic.node]
+        if suppressions.suppresses(where.start.line, rule.code):
+            continue
         finding = Finding(
-            path=path,
-            line=line,
+            path=model.path,
+            line=where.start.line,
             column=where.start.column + 1,
             end_line=where.end.line,
             end_column=where.end.column + 1,
             code=rule.code,
             message=diagnostic.message,
             help=diagnostic.help,
-            severity=settings.severity_for(rule.code, rule.severity),
+            severity=settings.severity_for(rule.code, diagnostic.severity or rule.severity),
         )
-        result["findings"].append({**asdict(finding), "severity": finding.severity.value})
-    return path, result
+        found.append({**asdict(finding), "severity": finding.severity.value})
+    return found

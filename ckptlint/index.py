@@ -31,6 +31,7 @@ class AttrBinding:
     constant: Optional[Literal] = None
     has_constant: bool = False
     is_lambda: bool = False
+    is_buffer: bool = False  # registered with `self.register_buffer(name, ...)`
 
 
 @dataclass
@@ -43,12 +44,30 @@ class Alias:
 
 
 @dataclass
+class Freeze:
+    """Parameter freezing applied to a module (in its `__init__` or to an instance in a script)."""
+
+    everything: bool = False  # `self.requires_grad_(False)`, a loop over `.parameters()`
+    attrs: tuple[str, ...] = ()  # frozen submodules: `self.embed.requires_grad_(False)`
+    unfrozen: tuple[str, ...] = ()  # submodules turned back on
+    # `enable_input_require_grads()` or a forward hook: the usual cure for reentrant + frozen inputs.
+    input_grad_hook: bool = False
+    line: int = 0
+    path: str = ""
+
+    def __bool__(self) -> bool:
+        return self.everything or bool(self.attrs) or self.input_grad_hook
+
+
+@dataclass
 class ClassSummary:
     qualname: str
     line: int
     bases: tuple[str, ...]
     attrs: dict[str, AttrBinding]
     methods: tuple[str, ...]
+    forward_no_grad: bool = False  # `@torch.no_grad()` on forward: outputs never require grad
+    freeze: Freeze = field(default_factory=Freeze)
 
 
 @dataclass
@@ -60,6 +79,10 @@ class ModuleSummary:
     classes: dict[str, ClassSummary]
     functions: tuple[str, ...]
     aliases: dict[str, Alias]
+    # Instances of project classes frozen where they are used: class qualname -> freezing.
+    instance_freezes: dict[str, Freeze] = field(default_factory=dict)
+    # transformers checkpointing switched on here: (line, use_reentrant or None for the library default).
+    hf_enables: list[tuple[int, Optional[bool]]] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -73,6 +96,8 @@ class ModuleSummary:
                 bases=tuple(c["bases"]),
                 attrs={a: AttrBinding(**{**b, "constructors": tuple(b["constructors"])}) for a, b in c["attrs"].items()},
                 methods=tuple(c["methods"]),
+                forward_no_grad=c["forward_no_grad"],
+                freeze=_freeze_from_json(c["freeze"]),
             )
             for name, c in data["classes"].items()
         }
@@ -84,7 +109,13 @@ class ModuleSummary:
             classes=classes,
             functions=tuple(data["functions"]),
             aliases={n: Alias(**a) for n, a in data["aliases"].items()},
+            instance_freezes={n: _freeze_from_json(f) for n, f in data["instance_freezes"].items()},
+            hf_enables=[tuple(e) for e in data["hf_enables"]],
         )
+
+
+def _freeze_from_json(data: dict) -> Freeze:
+    return Freeze(**{**data, "attrs": tuple(data["attrs"]), "unfrozen": tuple(data["unfrozen"])})
 
 
 def dotted(node: ast.AST) -> Optional[str]:
@@ -142,16 +173,38 @@ class _Summarizer:
         classes: dict[str, ClassSummary] = {}
         functions: list[str] = []
         aliases: dict[str, Alias] = {}
+        self.instance_freezes: dict[str, Freeze] = {}
         for stmt in _module_level(tree.body):
             if isinstance(stmt, ast.ClassDef):
                 classes[stmt.name] = self.summarize_class(stmt)
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 functions.append(stmt.name)
+                self.collect_instance_freezes(stmt, path)
             elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                 alias = self.alias(stmt.value)
                 if alias is not None:
                     aliases[stmt.targets[0].id] = alias
-        return ModuleSummary(self.module, path, self.is_package, dict(self.imports), classes, tuple(functions), aliases)
+        self.collect_instance_freezes(tree, path)
+        return ModuleSummary(
+            self.module, path, self.is_package, dict(self.imports), classes, tuple(functions), aliases, self.instance_freezes,
+            _hf_enables(tree),
+        )
+
+    def collect_instance_freezes(self, scope: ast.AST, path: str) -> None:
+        """`model = Net(); for p in model.parameters(): p.requires_grad = False` in a script."""
+        if isinstance(scope, ast.Module):
+            statements = [s for s in scope.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+            scope = ast.Module(body=statements, type_ignores=[])
+        instances: dict[str, str] = {}
+        for node in _in_source_order(scope):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call):
+                ctor = self.qualify(node.value.func)
+                if ctor:
+                    instances[node.targets[0].id] = ctor
+        for name, ctor in instances.items():
+            freeze = _freeze_facts(scope, name, path)
+            if freeze:
+                self.instance_freezes[ctor] = freeze
 
     def alias(self, value: ast.AST) -> Optional[Alias]:
         if isinstance(value, ast.Call) and self.qualify(value.func) in PARTIAL and value.args:
@@ -172,23 +225,32 @@ class _Summarizer:
         bases = tuple(q for q in (self.qualify(b) for b in node.bases) if q)
         attrs: dict[str, AttrBinding] = {}
         methods = []
+        forward_no_grad = False
+        freeze = Freeze()
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 methods.append(stmt.name)
                 if stmt.name == "__init__":
                     self.collect_init(stmt, attrs)
+                    freeze = _freeze_facts(stmt, "self", "")
+                elif stmt.name == "forward":
+                    forward_no_grad = any(self.qualify(d.func if isinstance(d, ast.Call) else d) in _NO_GRAD for d in stmt.decorator_list)
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 for target in targets:
                     if isinstance(target, ast.Name):
                         attrs.setdefault(target.id, self.binding(stmt.value, {}, stmt.lineno))
-        return ClassSummary(f"{self.module}.{node.name}", node.lineno, bases, attrs, tuple(methods))
+        return ClassSummary(f"{self.module}.{node.name}", node.lineno, bases, attrs, tuple(methods), forward_no_grad, freeze)
 
     def collect_init(self, init: ast.FunctionDef, attrs: dict[str, AttrBinding]) -> None:
         # Local lists that later become ModuleList/Sequential contents: `layers.append(Block())`.
         local_elements: dict[str, list[str]] = {}
         for node in _in_source_order(init):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("append", "extend", "add_module") and node.args:
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer" and node.args:
+                known, name = literal(node.args[0])
+                if known and isinstance(name, str) and isinstance(node.func.value, ast.Name) and node.func.value.id == "self":
+                    attrs[name] = AttrBinding(node.lineno, is_buffer=True)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("append", "extend", "add_module") and node.args:
                 owner = node.func.value
                 elements = self.constructors(node.args[-1], local_elements)
                 if isinstance(owner, ast.Name):
@@ -261,6 +323,91 @@ def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
             yield stmt
 
 
+_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
+
+
+def _freeze_facts(scope: ast.AST, base: str, path: str) -> Freeze:
+    """Freezing applied to `base` (`self` or a variable) anywhere in `scope`."""
+    everything = hook = False
+    attrs: list[str] = []
+    unfrozen: list[str] = []
+    line = 0
+
+    def target(expr: ast.AST) -> tuple[bool, Optional[str]]:
+        """(is `base` itself, submodule name) for `base`, `base.X`, `base.X.weight`."""
+        chain = []
+        while isinstance(expr, ast.Attribute):
+            chain.append(expr.attr)
+            expr = expr.value
+        if not (isinstance(expr, ast.Name) and expr.id == base):
+            return False, None
+        chain.reverse()
+        return (not chain), (chain[0] if chain else None)
+
+    def record(expr: ast.AST, frozen: bool, lineno: int) -> None:
+        nonlocal everything, line
+        whole, attr = target(expr)
+        if frozen:
+            line = line or lineno
+            if whole:
+                everything = True
+            elif attr:
+                attrs.append(attr)
+        elif attr:
+            unfrozen.append(attr)
+
+    loops: dict[str, ast.AST] = {}  # loop variable -> the module whose parameters it walks
+    for node in _in_source_order(scope):
+        if isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Attribute):
+            if node.iter.func.attr in ("parameters", "named_parameters"):
+                var = node.target.elts[-1] if isinstance(node.target, ast.Tuple) and node.target.elts else node.target
+                if isinstance(var, ast.Name):
+                    loops[var.id] = node.iter.func.value
+        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Attribute) and node.targets[0].attr == "requires_grad":
+            known, value = literal(node.value)
+            owner = node.targets[0].value
+            if known and isinstance(value, bool):
+                if isinstance(owner, ast.Name) and owner.id in loops:
+                    record(loops[owner.id], not value, node.lineno)
+                else:
+                    record(owner, not value, node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            method = node.func.attr
+            if method == "requires_grad_":
+                known, value = literal(node.args[0]) if node.args else (True, True)
+                if known and isinstance(value, bool):
+                    owner = node.func.value
+                    record(loops.get(owner.id, owner) if isinstance(owner, ast.Name) else owner, not value, node.lineno)
+            elif method == "enable_input_require_grads" and target(node.func.value)[0]:
+                hook = True
+            elif method == "register_forward_hook" and target(node.func.value)[1] is not None:
+                hook = True
+    return Freeze(everything, tuple(dict.fromkeys(attrs)), tuple(dict.fromkeys(unfrozen)), hook, line, path)
+
+
+_HF_ENABLE_KWARGS = {"gradient_checkpointing_enable": "gradient_checkpointing_kwargs", "activation_checkpointing_enable": "activation_checkpointing_kwargs"}
+
+
+def _hf_enables(tree: ast.Module) -> list[tuple[int, Optional[bool]]]:
+    """Every `model.gradient_checkpointing_enable(...)` and the mode its literal kwargs select."""
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _HF_ENABLE_KWARGS):
+            continue
+        spelled = next((k.value for k in node.keywords if k.arg == _HF_ENABLE_KWARGS[node.func.attr]), node.args[0] if node.args else None)
+        try:
+            kwargs = ast.literal_eval(spelled) if spelled is not None else None
+        except ValueError:
+            continue  # not a literal: the mode is unknown, say nothing
+        if kwargs is None:
+            found.append((node.lineno, None))
+        elif isinstance(kwargs, dict):
+            # A dict without the flag reaches torch unchanged: reentrant.
+            flag = kwargs.get("use_reentrant", True)
+            found.append((node.lineno, flag if isinstance(flag, bool) else None))
+    return found
+
+
 def _in_source_order(node: ast.AST) -> Iterator[ast.AST]:
     """Depth-first pre-order; `ast.walk` is breadth-first, which would read a list before it is filled."""
     stack = [node]
@@ -286,6 +433,7 @@ def _merge(old: AttrBinding, new: AttrBinding) -> AttrBinding:
         old.constant if same_constant else None,
         same_constant,
         old.is_lambda or new.is_lambda,
+        old.is_buffer or new.is_buffer,
     )
 
 
@@ -300,6 +448,7 @@ class ProjectIndex:
 
     def __init__(self, modules: dict[str, ModuleSummary]) -> None:
         self.modules = modules
+        self._constructed: Optional[frozenset[str]] = None
 
     def split(self, qualname: str) -> tuple[Optional[ModuleSummary], str]:
         parts = qualname.split(".")
@@ -360,10 +509,53 @@ class ProjectIndex:
                 return summary.attrs[attr]
         return None
 
+    def forward_owner(self, class_qualname: str) -> Optional[ClassSummary]:
+        """The class in the MRO that defines `forward`."""
+        for name in self.ancestors(class_qualname):
+            summary = self.class_(name)
+            if summary is not None and "forward" in summary.methods:
+                return summary
+        return None
+
+    def freeze_of(self, class_qualname: str) -> Freeze:
+        """Freezing in the class's own `__init__` and on its instances anywhere in the project."""
+        canonical = self.canonical(class_qualname)
+        summary = self.class_(canonical)
+        freezes = [summary.freeze] if summary else []
+        freezes += [m.instance_freezes[canonical] for m in self.modules.values() if canonical in m.instance_freezes]
+        if not freezes:
+            return Freeze()
+        first = next((f for f in freezes if f.line), freezes[0])
+        return Freeze(
+            any(f.everything for f in freezes),
+            tuple(dict.fromkeys(a for f in freezes for a in f.attrs)),
+            tuple(dict.fromkeys(a for f in freezes for a in f.unfrozen)),
+            any(f.input_grad_hook for f in freezes),
+            first.line,
+            first.path,
+        )
+
+    def reentrant_hf_enable(self) -> Optional[tuple[str, int]]:
+        """Where the project switches transformers checkpointing to reentrant mode explicitly."""
+        for module in self.modules.values():
+            for line, reentrant in module.hf_enables:
+                if reentrant:
+                    return module.path, line
+        return None
+
+    def constructed_classes(self) -> frozenset[str]:
+        """Classes some module builds as a submodule: their forward inputs come from a parent."""
+        if self._constructed is None:
+            self._constructed = frozenset(
+                self.canonical(ctor) for m in self.modules.values() for c in m.classes.values() for a in c.attrs.values() for ctor in a.constructors
+            )
+        return self._constructed
+
     def fingerprint(self) -> str:
         """Changes only when a declaration changes, so editing a function body keeps other files cached."""
         digest = hashlib.blake2b(digest_size=16)
         for name in sorted(self.modules):
             summary = self.modules[name]
-            digest.update(json.dumps([name, summary.imports, asdict(summary)["classes"], summary.functions, asdict(summary)["aliases"]], sort_keys=True, default=str).encode())
+            data = asdict(summary)
+            digest.update(json.dumps([name, data["imports"], data["classes"], data["functions"], data["aliases"], data["instance_freezes"], data["hf_enables"]], sort_keys=True, default=str).encode())
         return digest.hexdigest()

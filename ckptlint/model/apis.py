@@ -66,6 +66,7 @@ HF_TRAINING_ARGUMENTS = frozenset(
         "transformers.training_args_seq2seq.Seq2SeqTrainingArguments",
     }
 )
+HF_TRAINERS = frozenset({"transformers.Trainer", "transformers.Seq2SeqTrainer", "transformers.trainer.Trainer", "trl.SFTTrainer"})
 HF_TRAINING_FLAGS = {"gradient_checkpointing": "gradient_checkpointing_kwargs", "activation_checkpointing": "activation_checkpointing_kwargs"}
 HF_GC_LAYER = frozenset({"transformers.modeling_layers.GradientCheckpointingLayer", "transformers.GradientCheckpointingLayer"})
 

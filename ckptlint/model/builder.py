@@ -10,8 +10,9 @@ rules prefer no finding over a guess.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
-from typing import Optional, Sequence, Union
+import re
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 
 import libcst as cst
 
@@ -25,6 +26,7 @@ from ckptlint.model.apis import (
     HF_ENABLE_METHODS,
     HF_GC_LAYER,
     HF_TRAINING_ARGUMENTS,
+    HF_TRAINERS,
     HF_TRAINING_FLAGS,
     INFERENCE_CONTEXTS,
     KNOWN_APIS,
@@ -36,25 +38,62 @@ from ckptlint.model.apis import (
 )
 from ckptlint.model.sites import (
     UNKNOWN,
+    Unknown,
     ApiKind,
+    CacheUse,
     CheckpointSite,
     Const,
+    ContainerMutation,
+    DataSource,
     DictLit,
+    Effect,
     FlagStatus,
+    FunctionFacts,
+    Grad,
     GradContext,
+    Instance,
     Lambda,
+    LocalFunction,
     Mode,
     ModuleObject,
     Param,
     Partial,
     Ref,
+    Tensor,
     Value,
+    join_grad,
     merge,
+)
+from ckptlint.model.torch_knowledge import (
+    CONTAINERS,
+    DATA_LOADERS,
+    DROPOUT_MODULES,
+    GRAD_NEUTRAL_METHODS,
+    GRAD_NEUTRAL_PREFIXES,
+    MODULE_BASES,
+    PARAMETER_FREE_MODULES,
+    PARAMETER_MODULES,
+    TENSOR_FACTORIES,
+    TORCH_RNG_FUNCTIONS,
+    TORCH_RNG_METHODS,
+    UNREPLAYED_RNG_MODULES,
 )
 from ckptlint.names import absolute_module, import_bindings
 from ckptlint.versions import LibraryVersions, torch_default_reentrant, transformers_default_reentrant
 
+from ckptlint.index import ClassSummary as _ClassSummary
+
+_NO_SUMMARY = _ClassSummary("", 0, (), {}, ())
+if TYPE_CHECKING:
+    from ckptlint.model.regions import Region
+
 BUILTINS = frozenset({"dict", "list", "tuple", "print", "len", "range", "enumerate", "zip", "super", "isinstance"})
+# Tensor attributes that are metadata, not tensors: they never carry grad.
+TENSOR_ATTRIBUTES: dict[str, Value] = {name: Const(None) for name in ("shape", "dtype", "device", "ndim", "is_cuda", "requires_grad")}
+# Parameters named like this are iterated as data loaders (`for x, y in loader:`).
+LOADER_NAME = re.compile(r"(^|_)(data)?loader$|dataloader", re.IGNORECASE)
+LIST_AND_DICT_UPDATES = frozenset({"append", "extend", "insert", "update", "setdefault"})
+INPLACE_UPDATES = frozenset({"add_", "copy_", "mul_", "fill_", "zero_", "index_add_", "scatter_add_", "lerp_"})
 # Marks on a scope's grad stack besides GradContext (grad disabled).
 GRAD_ENABLED = "enabled"
 GRAD_UNCHANGED = "unchanged"
@@ -70,6 +109,28 @@ class FileModel:
     versions: LibraryVersions
     index: ProjectIndex
     settings: Settings
+    # Per function (by qualified name) and per lambda (by node): what its body does.
+    functions: dict[str, FunctionFacts]
+    lambdas: dict[int, FunctionFacts]
+    # Attributes assigned outside `__init__` (stashed at run time): class -> attr -> the store.
+    runtime_attrs: dict[str, dict[str, tuple[cst.CSTNode, Value]]]
+    # Module classes whose `forward` inputs are data (never built as a submodule in the project).
+    top_level_classes: frozenset[str] = frozenset()
+    cache_uses: list[CacheUse] = field(default_factory=list)
+    # Other files' models by module name, for callees defined elsewhere (set by the engine).
+    models: Callable[[str], Optional["FileModel"]] = lambda module: None
+    _regions: dict[int, "Region"] = field(default_factory=dict)
+
+    def model_for(self, module: str) -> Optional["FileModel"]:
+        return self if module == self.module else self.models(module)
+
+    def region(self, site: CheckpointSite) -> "Region":
+        """Everything the checkpointed callable runs, across files (memoized per site)."""
+        from ckptlint.model.regions import region_of
+
+        if id(site) not in self._regions:
+            self._regions[id(site)] = region_of(self, site.function, len(site.input_values))
+        return self._regions[id(site)]
 
 
 @dataclass
@@ -80,6 +141,16 @@ class _Scope:
     bindings: dict[str, Value] = field(default_factory=dict)
     grad: list[GradMark] = field(default_factory=list)
     branch_depth: int = 0
+    facts: Optional[FunctionFacts] = None
+    params: frozenset[str] = frozenset()
+    global_names: set[str] = field(default_factory=set)
+    method: str = ""
+    # Past an `if self.training: return ...`, or inside `if not self.training:`: never runs in training.
+    eval_only: int = 0
+    # Training scripts: models with checkpointing on, models in eval mode, cache spellings seen.
+    checkpointed_models: dict[str, cst.CSTNode] = field(default_factory=dict)
+    eval_models: set[str] = field(default_factory=set)
+    cache_spellings: list[tuple[str, cst.CSTNode, str]] = field(default_factory=list)
 
     def grad_disabled(self) -> Optional[GradContext]:
         for mark in reversed(self.grad):
@@ -113,6 +184,15 @@ class ModelBuilder(cst.CSTVisitor):
         self.wrappers = dict(settings.checkpoint_functions)
         self.scopes = [_Scope("module", summary.name)]
         self.sites: list[CheckpointSite] = []
+        self.functions: dict[str, FunctionFacts] = {}
+        self.lambdas: dict[int, FunctionFacts] = {}
+        self.runtime_attrs: dict[str, dict[str, tuple[cst.CSTNode, Value]]] = {}
+        self.call_values: dict[int, Value] = {}
+        self.cache_uses: list[CacheUse] = []
+        constructed = index.constructed_classes()
+        self.top_level = frozenset(
+            c.qualname for c in summary.classes.values() if c.qualname not in constructed and "forward" in c.methods and index.is_subclass(c.qualname, MODULE_BASES)
+        )
 
     # --- scopes ------------------------------------------------------------------------------
 
@@ -130,9 +210,22 @@ class ModelBuilder(cst.CSTVisitor):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         outer = self.scope
         qualname = f"{outer.qualname}.{node.name.value}"
-        scope = _Scope("function", qualname, class_qualname=outer.qualname if outer.kind == "class" else None)
-        for param in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params):
-            scope.bindings[param.name.value] = Param(param.name.value, qualname)
+        class_qualname = outer.qualname if outer.kind == "class" else None
+        if outer.kind in ("function", "lambda"):
+            outer.bindings[node.name.value] = LocalFunction(qualname, node)
+        params = [p.name.value for p in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params)]
+        facts = self.functions.setdefault(qualname, FunctionFacts(qualname, tuple(params)))
+        for star in (node.params.star_arg, node.params.star_kwarg):
+            if isinstance(star, cst.Param):
+                params.append(star.name.value)
+        scope = _Scope("function", qualname, class_qualname, facts=facts, params=frozenset(params), method=node.name.value)
+        data_input = node.name.value == "forward" and class_qualname in self.top_level
+        for name in params:
+            if data_input and name != "self":
+                owner = class_qualname.rsplit(".", 1)[-1]
+                scope.bindings[name] = Tensor(Grad.NONE, f"`{name}` is an input of `{owner}.forward`, a top-level model (data does not require grad)")
+            else:
+                scope.bindings[name] = Param(name, qualname)
         for decorator in node.decorators:
             scope.grad.append(self.grad_mark(decorator.decorator, decorator, as_decorator=True))
         if (
@@ -144,16 +237,99 @@ class ModelBuilder(cst.CSTVisitor):
         self.scopes.append(scope)
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.scopes.pop()
+        scope = self.scopes.pop()
+        self.finish_facts(scope)
+        self.finish_cache_uses(scope)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self.finish_cache_uses(self.scopes[0])
+
+    def finish_cache_uses(self, scope: _Scope) -> None:
+        """Caching spelled for a model whose checkpointing this scope switches on (in any order)."""
+        for model, node, kind in scope.cache_spellings:
+            if model in scope.checkpointed_models:
+                self.cache_uses.append(CacheUse(node, kind, model, scope.checkpointed_models[model]))
+
+    def note_model_call(self, node: cst.Call) -> None:
+        """`model(..., use_cache=True)`, `model.train()`, `Trainer(model=m, args=a)` in training code."""
+        scope = self.scope
+        func = node.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            name, method = func.value.value, func.attr.value
+            if method == "eval":
+                scope.eval_models.add(name)
+            elif method == "train":
+                scope.eval_models.discard(name)
+            elif method == "forward":
+                self.note_cache_keywords(name, node)
+        elif isinstance(func, cst.Name):
+            self.note_cache_keywords(func.value, node)
+            trainer = self.evaluate(func)
+            if isinstance(trainer, Ref) and trainer.qualname in HF_TRAINERS:
+                self.note_trainer(node)
+
+    def note_cache_keywords(self, model: str, node: cst.Call) -> None:
+        scope = self.scope
+        if model in scope.eval_models or scope.grad_disabled() is not None:
+            return
+        for arg in node.args:
+            name = arg.keyword.value if arg.keyword else None
+            value = self.evaluate(arg.value) if name else None
+            if name == "use_cache" and value == Const(True):
+                scope.cache_spellings.append((model, arg, "use_cache"))
+            elif name in ("past_key_values", "past_key_value") and value != Const(None):
+                scope.cache_spellings.append((model, arg, "past_key_values"))
+
+    def note_trainer(self, node: cst.Call) -> None:
+        arguments = {a.keyword.value: a.value for a in node.args if a.keyword}
+        model, args = arguments.get("model"), arguments.get("args")
+        if isinstance(model, cst.Name) and args is not None:
+            training = self.evaluate(args)
+            site = next((s for s in self.sites if s.kind is ApiKind.HF_TRAINING_ARGS and isinstance(training, Instance) and s.call is training.node), None)
+            if site is not None:
+                self.scope.checkpointed_models.setdefault(model.value, site.call)
+
+    def finish_facts(self, scope: _Scope) -> None:
+        """A mutated container is also read when it appears more often than it is mutated."""
+        facts = scope.facts
+        if facts is None:
+            return
+        counts: dict[str, int] = {}
+        for mutation in facts.mutations:
+            counts[mutation.container] = counts.get(mutation.container, 0) + 1
+        for i, mutation in enumerate(facts.mutations):
+            if mutation.owner == "self":
+                attr = mutation.container[len("self.") :]
+                seen = facts.self_reads.get(attr, 0) - sum(1 for a, _, _ in facts.self_stores if a == attr)
+            else:
+                seen = facts.name_reads.get(mutation.container, 0) - (mutation.container in scope.params)
+            facts.mutations[i] = replace(mutation, also_read=seen > counts[mutation.container])
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
-        scope = _Scope("lambda", f"{self.scope.qualname}.<lambda>", class_qualname=self.scope.class_qualname)
-        for param in node.params.params:
-            scope.bindings[param.name.value] = Param(param.name.value, scope.qualname)
+        qualname = f"{self.scope.qualname}.<lambda>"
+        ordered = tuple(p.name.value for p in node.params.params)
+        facts = self.lambdas.setdefault(id(node), FunctionFacts(qualname, ordered))
+        params = frozenset(ordered)
+        scope = _Scope("lambda", qualname, class_qualname=self.scope.class_qualname, facts=facts, params=params)
+        for name in params:
+            scope.bindings[name] = Param(name, qualname)
         self.scopes.append(scope)
 
     def leave_Lambda(self, node: cst.Lambda) -> None:
-        self.scopes.pop()
+        self.finish_facts(self.scopes.pop())
+
+    def visit_Global(self, node: cst.Global) -> None:
+        self.scope.global_names.update(n.name.value for n in node.names)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        facts = self.scope.facts
+        if facts is not None:
+            facts.name_reads[node.value] = facts.name_reads.get(node.value, 0) + 1
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        facts = self.scope.facts
+        if facts is not None and isinstance(node.value, cst.Name) and node.value.value == "self":
+            facts.self_reads[node.attr.value] = facts.self_reads.get(node.attr.value, 0) + 1
 
     # --- control flow: branches merge bindings; `with` may switch autograd off -----------------
 
@@ -163,8 +339,26 @@ class ModelBuilder(cst.CSTVisitor):
     def _leave_branch(self, node: cst.CSTNode) -> None:
         self.scope.branch_depth -= 1
 
-    visit_If = visit_Try = visit_While = visit_Match = _enter_branch  # type: ignore[assignment]
-    leave_If = leave_Try = leave_While = leave_Match = _leave_branch  # type: ignore[assignment]
+    visit_Try = visit_While = visit_Match = _enter_branch  # type: ignore[assignment]
+    leave_Try = leave_While = leave_Match = _leave_branch  # type: ignore[assignment]
+
+    def visit_If(self, node: cst.If) -> bool:
+        """Walk the branches by hand to know which ones run only in eval mode."""
+        scope = self.scope
+        scope.branch_depth += 1
+        node.test.visit(self)
+        training = _training_test(node.test)
+        scope.eval_only += training is False
+        node.body.visit(self)
+        scope.eval_only -= training is False
+        if node.orelse is not None:
+            scope.eval_only += training is True
+            node.orelse.visit(self)
+            scope.eval_only -= training is True
+        scope.branch_depth -= 1
+        if training is True and _ends_with_return(node.body) and scope.kind == "function":
+            scope.eval_only += 1  # the rest of the function is the eval path; the scope ends with it
+        return False
 
     def visit_For(self, node: cst.For) -> None:
         self.scope.branch_depth += 1
@@ -207,32 +401,96 @@ class ModelBuilder(cst.CSTVisitor):
 
     # --- bindings ----------------------------------------------------------------------------
 
-    def bind_target(self, target: cst.BaseExpression, value: Value) -> None:
+    def bind_target(self, target: cst.BaseExpression, value: Value, statement: Optional[cst.CSTNode] = None) -> None:
+        scope = self.scope
         if isinstance(target, cst.Name):
-            scope = self.scope
+            if target.value in scope.global_names and scope.facts is not None and statement is not None:
+                scope.facts.global_stores.append(Effect(statement, f"assigns the global `{target.value}`"))
             if scope.branch_depth:
                 value = merge(scope.bindings.get(target.value), value)
             scope.bindings[target.value] = value
         elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self.bind_target(element.value, UNKNOWN)
+            # Unpacking a batch or a tensor keeps what is known about it.
+            element = value if isinstance(value, Tensor) else UNKNOWN
+            for item in target.elements:
+                self.bind_target(item.value, element, statement)
+        elif isinstance(target, cst.Attribute) and statement is not None:
+            self.store_attribute(target, value, statement)
+        elif isinstance(target, cst.Subscript) and statement is not None:
+            self.mutate_container(target.value, statement, "item", value)
+
+    def store_attribute(self, target: cst.Attribute, value: Value, statement: cst.CSTNode) -> None:
+        scope = self.scope
+        attr = target.attr.value
+        owner = target.value
+        model = _dotted(owner)
+        if model is not None and value == Const(True):
+            if attr == "gradient_checkpointing" and "." not in model:
+                scope.checkpointed_models.setdefault(model, statement)
+            elif attr == "use_cache" and model.endswith(".config"):
+                scope.cache_spellings.append((model[: -len(".config")], statement, "use_cache"))
+        if attr == "requires_grad" and isinstance(owner, cst.Name) and isinstance(value, Const) and isinstance(value.value, bool):
+            grad = Grad.REQUIRED if value.value else Grad.NONE
+            scope.bindings[owner.value] = Tensor(grad, f"`{owner.value}.requires_grad` set to {value.value}")
+            return
+        if isinstance(value, (Const, ModuleObject)):
+            return  # configuration and submodules, not tensors computed at run time
+        if isinstance(owner, cst.Name) and owner.value == "self":
+            if scope.class_qualname and scope.method != "__init__" and scope.facts is not None and not scope.eval_only:
+                scope.facts.self_stores.append((attr, Effect(statement, f"stores `self.{attr}`"), value))
+                self.runtime_attrs.setdefault(scope.class_qualname, {}).setdefault(attr, (statement, value))
+            return
+        stashed_on = self.evaluate(owner)
+        if isinstance(stashed_on, ModuleObject) and scope.kind == "function":
+            for cls in stashed_on.classes:
+                self.runtime_attrs.setdefault(cls, {}).setdefault(attr, (statement, value))
+
+    def mutate_container(self, receiver: cst.BaseExpression, node: cst.CSTNode, method: str, stored: Value) -> None:
+        """`x.append(...)`, `x[k] = v`, `x.update(...)` on something that outlives the call."""
+        scope = self.scope
+        if scope.facts is None or scope.eval_only:
+            return
+        tensor = isinstance(stored, Tensor)
+        if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value == "self":
+            scope.facts.mutations.append(ContainerMutation(node, f"self.{receiver.attr.value}", "self", False, method, tensor))
+        elif isinstance(receiver, cst.Name):
+            name = receiver.value
+            if name in scope.params:
+                owner = "param"
+            elif name in scope.global_names:
+                owner = "global"
+            elif name not in scope.bindings and any(name in outer.bindings for outer in self.scopes[:-1]):
+                owner = "outer"
+            else:
+                return  # a local container: nothing escapes
+            scope.facts.mutations.append(ContainerMutation(node, name, owner, False, method, tensor))
 
     def bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
         element: Value = UNKNOWN
         if isinstance(iterable, cst.Call) and self.evaluate(iterable.func) == Ref("builtins.enumerate") and iterable.args:
-            inner = self.element_of(self.evaluate(iterable.args[0].value))
+            inner = self.element_of(self.iterated(iterable.args[0].value))
             if isinstance(target, cst.Tuple) and len(target.elements) == 2:
                 self.bind_target(target.elements[0].value, UNKNOWN)
                 self.bind_target(target.elements[1].value, inner)
                 return
         else:
-            element = self.element_of(self.evaluate(iterable))
+            element = self.element_of(self.iterated(iterable))
         self.bind_target(target, element)
+
+    def iterated(self, iterable: cst.BaseExpression) -> Value:
+        value = self.evaluate(iterable)
+        if isinstance(value, Param) and LOADER_NAME.search(value.name):
+            return DataSource(value.name)
+        return value
 
     @staticmethod
     def element_of(value: Value) -> Value:
         if isinstance(value, ModuleObject) and value.container:
             return ModuleObject(value.classes, f"an element of {value.origin}")
+        if isinstance(value, DataSource):
+            return Tensor(Grad.NONE, f"a batch from the DataLoader `{value.origin}`")
+        if isinstance(value, (Tensor, Const)):
+            return value  # slicing keeps a tensor a tensor, and metadata metadata
         return UNKNOWN
 
     def visit_Import(self, node: cst.Import) -> None:
@@ -260,14 +518,26 @@ class ModelBuilder(cst.CSTVisitor):
     def leave_Assign(self, node: cst.Assign) -> None:
         value = self.evaluate(node.value)
         for target in node.targets:
-            self.bind_target(target.target, value)
+            self.bind_target(target.target, value, node)
+            if isinstance(target.target, cst.Name) and isinstance(node.value, cst.Call):
+                # `model = AutoModel.from_pretrained(..., use_cache=True)`
+                for arg in node.value.args:
+                    if arg.keyword and arg.keyword.value == "use_cache" and self.evaluate(arg.value) == Const(True):
+                        self.scope.cache_spellings.append((target.target.value, arg, "use_cache"))
 
     def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
-            self.bind_target(node.target, self.evaluate(node.value))
+            self.bind_target(node.target, self.evaluate(node.value), node)
 
     def leave_AugAssign(self, node: cst.AugAssign) -> None:
-        self.bind_target(node.target, UNKNOWN)
+        value = join_grad([self.evaluate(node.target), self.evaluate(node.value)], _code(node.target))
+        if isinstance(node.target, cst.Attribute):
+            # `self.total += loss` accumulates into module state; `self.buf += x` into a buffer.
+            increment = self.evaluate(node.value)
+            # `self.steps += 1` counts calls; `self.total += loss` accumulates a tensor into the module.
+            self.store_attribute(node.target, increment if isinstance(increment, Const) else UNKNOWN, node)
+        else:
+            self.bind_target(node.target, value, node)
 
     # --- evaluation ---------------------------------------------------------------------------
 
@@ -303,12 +573,28 @@ class ModelBuilder(cst.CSTVisitor):
             return UNKNOWN
         binding = self.index.attribute(owner, attr)
         if binding is None:
-            return UNKNOWN
+            return self.method(owner, attr)
         if binding.has_constant:
             return Const(binding.constant)
         if binding.constructors or binding.container:
             classes = tuple(self.index.canonical(c) for c in binding.constructors)
             return ModuleObject(classes, f"self.{attr}", binding.container)
+        return UNKNOWN
+
+    def method(self, class_qualname: str, attr: str) -> Value:
+        """`obj.method` as a function, found along the class's bases."""
+        for name in self.index.ancestors(class_qualname):
+            summary = self.index.class_(name)
+            if summary is not None and attr in summary.methods:
+                return LocalFunction(f"{summary.qualname}.{attr}")
+        return UNKNOWN
+
+    def bound_method(self, module: ModuleObject, attr: str) -> Value:
+        """`self.block.forward` / `self.block.__call__` is the module; `self.attn.attend` a method."""
+        if attr in ("forward", "__call__"):
+            return module
+        if len(module.classes) == 1 and not module.container:
+            return self.method(module.classes[0], attr)
         return UNKNOWN
 
     def evaluate(self, node: cst.BaseExpression) -> Value:
@@ -324,9 +610,17 @@ class ModelBuilder(cst.CSTVisitor):
             if isinstance(node.value, cst.Name) and node.value.value == "self":
                 return self.self_attribute(node.attr.value)
             base = self.evaluate(node.value)
+            if isinstance(base, ModuleObject):
+                return self.bound_method(base, node.attr.value)
+            if isinstance(base, Tensor):
+                return TENSOR_ATTRIBUTES.get(node.attr.value, UNKNOWN) if node.attr.value != "T" else base
             return self.ref(f"{base.qualname}.{node.attr.value}") if isinstance(base, Ref) else UNKNOWN
         if isinstance(node, cst.Subscript):
             return self.element_of(self.evaluate(node.value))
+        if isinstance(node, cst.BinaryOperation):
+            return join_grad([self.evaluate(node.left), self.evaluate(node.right)], f"`{_code(node)}`")
+        if isinstance(node, cst.UnaryOperation):
+            return self.evaluate(node.expression)
         if isinstance(node, cst.Dict):
             return self.dict_literal(node)
         if isinstance(node, cst.Call):
@@ -338,53 +632,132 @@ class ModelBuilder(cst.CSTVisitor):
         return UNKNOWN
 
     def evaluate_call(self, node: cst.Call) -> Value:
+        if id(node) in self.call_values:
+            return self.call_values[id(node)]
+        if isinstance(node.func, cst.Attribute) and not _is_self(node.func.value):
+            receiver = self.evaluate(node.func.value)
+            if isinstance(receiver, Tensor):
+                return self.tensor_method(receiver, node.func.attr.value, node)
         func = self.evaluate(node.func)
+        if isinstance(func, ModuleObject):
+            return self.module_output(func, [self.evaluate(a.value) for a in node.args if not a.keyword and not a.star])
         if not isinstance(func, Ref):
             return UNKNOWN
+        if func.qualname in DATA_LOADERS:
+            return DataSource(_code(node.args[0].value) if node.args else "loader")
+        if func.qualname in TENSOR_FACTORIES:
+            requires = any(a.keyword and a.keyword.value == "requires_grad" and self.evaluate(a.value) == Const(True) for a in node.args)
+            if requires:
+                return Tensor(Grad.REQUIRED, f"`{_code(node)}` requires grad")
+            return Tensor(Grad.NONE, f"`{_code(node.func)}(...)` creates a tensor that does not require grad")
         if func.qualname == "functools.partial" and node.args and not node.args[0].keyword and not node.args[0].star:
             arguments = self.arguments(node.args[1:])
             keywords = {k: v for k, (v, _, _) in arguments.keywords.items()}
             nodes = {k: n for k, (_, n, _) in arguments.keywords.items()}
-            return Partial(self.evaluate(node.args[0].value), arguments.positional, keywords, nodes, node)
+            values = tuple(self.evaluate(a.value) for a in arguments.positional if not a.star)
+            return Partial(self.evaluate(node.args[0].value), arguments.positional, keywords, nodes, node, values)
         if func.qualname == "builtins.dict" and all(arg.keyword or arg.star == "**" for arg in node.args):
             return self.dict_from_arguments(node, node.args)
         if self.index.class_(func.qualname) is not None:
             return ModuleObject((func.qualname,), _code(node.func))
+        if func.qualname.startswith(GRAD_NEUTRAL_PREFIXES) and func.qualname.count(".") <= 3:
+            return join_grad([self.evaluate(a.value) for a in node.args if not a.star], f"`{_code(node)}`")
+        return Instance(func.qualname, node)
+
+    def tensor_method(self, receiver: Tensor, method: str, node: cst.Call) -> Value:
+        if method == "detach":
+            return Tensor(Grad.NONE, f"`{_code(node)}` is detached")
+        if method == "requires_grad_":
+            flag = self.evaluate(node.args[0].value) if node.args else Const(True)
+            if isinstance(flag, Const):
+                return Tensor(Grad.REQUIRED if flag.value else Grad.NONE, f"`{_code(node)}`")
+            return UNKNOWN
+        if method in GRAD_NEUTRAL_METHODS:
+            return join_grad([receiver, *(self.evaluate(a.value) for a in node.args if not a.star)], receiver.origin)
         return UNKNOWN
 
+    def module_output(self, module: ModuleObject, inputs: list[Value]) -> Value:
+        """requires_grad of `module(*inputs)`: data through frozen or parameter-free modules stays data."""
+        frozen = self.frozen(module)
+        if frozen is not None:
+            if frozen and inputs and all(isinstance(v, Tensor) and v.grad is Grad.NONE for v in inputs):
+                return Tensor(Grad.NONE, f"`{module.origin}` is frozen ({frozen}) and its input cannot require grad", frozen=True)
+            if frozen:
+                return UNKNOWN
+        if module.classes and all((self.index.class_(c) or _NO_SUMMARY).forward_no_grad for c in module.classes):
+            return Tensor(Grad.NONE, f"`{module.origin}` runs its forward under torch.no_grad()")
+        parameters = self.has_parameters(module.classes)
+        if parameters is False:
+            return join_grad(inputs, f"output of `{module.origin}`")
+        if parameters is True:
+            return Tensor(Grad.REQUIRED, f"output of `{module.origin}`, which has trainable parameters")
+        return UNKNOWN
+
+    def frozen(self, module: ModuleObject) -> Optional[str]:
+        """How a `self.<attr>` submodule is frozen ('' if it is not, None if that cannot be told)."""
+        owner = self.scope.class_qualname
+        if owner is None or not module.origin.startswith("self."):
+            return ""
+        attr = module.origin[len("self.") :].split(".", 1)[0].split("[", 1)[0]
+        freeze = self.index.freeze_of(owner)
+        if freeze.input_grad_hook:
+            return None
+        if attr in freeze.attrs:
+            return f"`requires_grad` switched off at line {freeze.line}" if freeze.line else "its parameters are frozen"
+        if freeze.everything and attr not in freeze.unfrozen:
+            # Only built-in layers are certainly frozen: project layers may hold unfrozen adapters.
+            if module.classes and all(c in PARAMETER_MODULES or c in PARAMETER_FREE_MODULES for c in module.classes):
+                return f"all parameters frozen at line {freeze.line}" if freeze.line else "all parameters frozen"
+            return None
+        return ""
+
+    def has_parameters(self, classes: Sequence[str], depth: int = 0) -> Optional[bool]:
+        """True if any class owns parameters, False if none does, None when unknown."""
+        verdicts = []
+        for cls in classes:
+            if cls in PARAMETER_MODULES:
+                return True
+            if cls in PARAMETER_FREE_MODULES:
+                verdicts.append(False)
+                continue
+            summary = self.index.class_(cls)
+            if summary is None or depth > 6:
+                verdicts.append(None)
+                continue
+            inner = [c for name in self.index.ancestors(cls) for binding in (self.index.class_(name) or _NO_SUMMARY).attrs.values() for c in binding.constructors]
+            verdicts.append(self.has_parameters([self.index.canonical(c) for c in inner], depth + 1) if inner else False)
+        if any(v is True for v in verdicts):
+            return True
+        return False if verdicts and all(v is False for v in verdicts) else None
+
     def dict_literal(self, node: cst.Dict) -> DictLit:
+        return self.build_dict(node, [(e.key if isinstance(e, cst.DictElement) else None, e.value, e) for e in node.elements])
+
+    def dict_from_arguments(self, node: cst.CSTNode, args: Sequence[cst.Arg]) -> DictLit:
+        return self.build_dict(node, [(Const(a.keyword.value) if a.keyword else None, a.value, a) for a in args])
+
+    def build_dict(self, node: cst.CSTNode, items: list) -> DictLit:
+        """A dict from (key, value, spelling) items; a None key spreads another dict (`**other`)."""
         entries: dict[str, Value] = {}
+        nodes: dict[str, cst.CSTNode] = {}
         complete = True
-        for element in node.elements:
-            if isinstance(element, cst.StarredDictElement):
-                inner = self.evaluate(element.value)
+        for key_node, value_node, spelling in items:
+            if key_node is None:
+                inner = self.evaluate(value_node)
                 if isinstance(inner, DictLit):
                     entries.update(inner.entries)
+                    nodes.update(inner.entry_nodes)
                     complete = complete and inner.complete
                 else:
                     complete = False
                 continue
-            key = self.evaluate(element.key)
+            key = key_node if isinstance(key_node, Const) else self.evaluate(key_node)
             if isinstance(key, Const) and isinstance(key.value, str):
-                entries[key.value] = self.evaluate(element.value)
+                entries[key.value] = self.evaluate(value_node)
+                nodes[key.value] = spelling
             else:
                 complete = False
-        return DictLit(entries, complete, node)
-
-    def dict_from_arguments(self, node: cst.CSTNode, args: Sequence[cst.Arg]) -> DictLit:
-        entries: dict[str, Value] = {}
-        complete = True
-        for arg in args:
-            if arg.keyword is not None:
-                entries[arg.keyword.value] = self.evaluate(arg.value)
-                continue
-            inner = self.evaluate(arg.value)
-            if isinstance(inner, DictLit):
-                entries.update(inner.entries)
-                complete = complete and inner.complete
-            else:
-                complete = False
-        return DictLit(entries, complete, node)
+        return DictLit(entries, complete, node, nodes)
 
     def arguments(self, args: Sequence[cst.Arg], bound: Optional[Partial] = None) -> _Arguments:
         positional = list(bound.args) if bound else []
@@ -401,7 +774,7 @@ class ModelBuilder(cst.CSTVisitor):
                 spread = self.evaluate(arg.value)
                 if isinstance(spread, DictLit):
                     for name, value in spread.entries.items():
-                        keywords[name] = (value, arg, FlagStatus.IN_KWARGS)
+                        keywords[name] = (value, spread.entry_nodes.get(name, arg), FlagStatus.IN_KWARGS)
                     unresolved = unresolved or not spread.complete
                 else:
                     unresolved = True
@@ -415,6 +788,8 @@ class ModelBuilder(cst.CSTVisitor):
 
     def leave_Call(self, node: cst.Call) -> None:
         callee = self.evaluate(node.func)
+        self.collect_facts(node, callee)
+        self.note_model_call(node)
         api, bound = self.match_api(callee)
         if api is not None:
             self.record(self.checkpoint_site(node, api, bound))
@@ -434,6 +809,42 @@ class ModelBuilder(cst.CSTVisitor):
         elif isinstance(callee, ModuleObject) and any(self.index.is_subclass(c, HF_GC_LAYER) for c in callee.classes):
             self.record(self.hf_layer_site(node, callee))
 
+    def collect_facts(self, node: cst.Call, callee: Value) -> None:
+        facts = self.scope.facts
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            receiver = func.value
+            if method == "requires_grad_" and isinstance(receiver, cst.Name):
+                flag = self.evaluate(node.args[0].value) if node.args else Const(True)
+                if isinstance(flag, Const):
+                    self.scope.bindings[receiver.value] = Tensor(Grad.REQUIRED if flag.value else Grad.NONE, f"`{_code(node)}`")
+            if facts is None:
+                return
+            if method in TORCH_RNG_METHODS:
+                facts.torch_rng.append(Effect(node, f"`{_code(func)}()` draws from torch's RNG"))
+            elif method in LIST_AND_DICT_UPDATES or method in INPLACE_UPDATES:
+                stored = self.evaluate(node.args[-1].value) if node.args else UNKNOWN
+                self.mutate_container(receiver, node, method if method in LIST_AND_DICT_UPDATES else "inplace", stored)
+            if _is_self(receiver) and isinstance(callee, LocalFunction):
+                facts.method_calls.append(callee.qualname)
+        if facts is None:
+            return
+        if isinstance(callee, ModuleObject):
+            facts.module_calls.append(callee)
+        elif isinstance(callee, Ref):
+            name = callee.qualname
+            if name in TORCH_RNG_FUNCTIONS:
+                facts.torch_rng.append(Effect(node, f"`{_code(func)}()` draws from torch's RNG"))
+            elif any(name == m or name.startswith(m + ".") for m in UNREPLAYED_RNG_MODULES):
+                module = next(m for m in UNREPLAYED_RNG_MODULES if name == m or name.startswith(m + "."))
+                facts.unreplayed_rng.append(Effect(node, f"`{_code(func)}()` draws from the `{module}` generator, which checkpoint never restores"))
+        elif isinstance(callee, LocalFunction) and callee.node is None:
+            facts.method_calls.append(callee.qualname)
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "generator":
+                facts.unreplayed_rng.append(Effect(node, f"`{_code(func)}(..., generator=...)` uses a generator that checkpoint never restores"))
+
     def record(self, site: CheckpointSite) -> None:
         scope = self.scope
         function_scope = next((s for s in reversed(self.scopes) if s.kind in ("function", "lambda")), None)
@@ -441,6 +852,23 @@ class ModelBuilder(cst.CSTVisitor):
         site.enclosing_class = function_scope.class_qualname if function_scope else None
         site.grad_disabled = scope.grad_disabled()
         self.sites.append(site)
+        self.call_values[id(site.call)] = self.checkpoint_output(site)
+
+    def checkpoint_output(self, site: CheckpointSite) -> Value:
+        """A reentrant checkpoint's output requires grad only if one of its inputs does."""
+        if not site.kind.runs_checkpoint:
+            return UNKNOWN
+        if site.reentrant:
+            inputs = list(site.input_values)
+            if inputs and all(isinstance(v, Tensor) and v.grad is Grad.NONE for v in inputs):
+                frozen = any(v.frozen for v in inputs if isinstance(v, Tensor))
+                return Tensor(Grad.NONE, f"output of the reentrant checkpoint `{_code(site.call)}`, whose inputs cannot require grad", frozen)
+            if any(isinstance(v, Tensor) and v.grad is Grad.REQUIRED for v in inputs):
+                return Tensor(Grad.REQUIRED, f"output of `{_code(site.call)}`")
+            return UNKNOWN
+        if isinstance(site.function, ModuleObject):
+            return self.module_output(site.function, list(site.input_values))
+        return UNKNOWN
 
     def match_api(self, callee: Value) -> tuple[Optional[CheckpointApi], Optional[Partial]]:
         if isinstance(callee, Ref):
@@ -494,7 +922,23 @@ class ModelBuilder(cst.CSTVisitor):
             keywords=reaching,
             preserve_rng_state=preserve,
             preserve_rng_node=preserve_node,
+            input_values=tuple(self.evaluate(a.value) for a in inputs if not a.star),
+            keyword_values=tuple(self.evaluate(a.value) for a in reaching),
+            has_star_args=any(a.star for a in inputs),
+            captured=self.captured(function),
+            callee_has_parameters=self.has_parameters(function.classes) if isinstance(function, ModuleObject) else None,
         )
+
+    def captured(self, function: Optional[Value]) -> dict[str, Value]:
+        """Values a lambda or closure reads from the enclosing scope, as they are at the call."""
+        if isinstance(function, Lambda):
+            body, params = function.node.body, {p.name.value for p in function.node.params.params}
+        elif isinstance(function, LocalFunction) and function.node is not None:
+            body, params = function.node.body, {p.name.value for p in function.node.params.params}
+        else:
+            return {}
+        names = _free_names(body) - params
+        return {name: value for name in sorted(names) if not isinstance(value := self.lookup(name), Unknown)}
 
     def preserve_rng_state(self, arguments: _Arguments) -> tuple[Optional[bool], Optional[cst.CSTNode]]:
         if "preserve_rng_state" not in arguments.keywords:
@@ -533,6 +977,10 @@ class ModelBuilder(cst.CSTVisitor):
 
     def hf_configured_mode(self) -> Mode:
         """Sites inside transformers layers follow whatever `gradient_checkpointing_enable` set."""
+        explicit = self.index.reentrant_hf_enable()
+        if explicit is not None:
+            path, line = explicit
+            return Mode(True, FlagStatus.FIXED, f"the project enables reentrant checkpointing at {path}:{line}")
         version = self.versions.transformers
         reentrant = transformers_default_reentrant(version)
         return Mode(
@@ -546,12 +994,20 @@ class ModelBuilder(cst.CSTVisitor):
         arguments = self.arguments(node.args)
         positional = arguments.positional
         function = self.evaluate(positional[0].value) if positional and not positional[0].star else UNKNOWN
-        return CheckpointSite(ApiKind.HF_FUNC, "self._gradient_checkpointing_func", node, self.hf_configured_mode(), function, positional[1:])
+        inputs = positional[1:]
+        return CheckpointSite(
+            ApiKind.HF_FUNC, "self._gradient_checkpointing_func", node, self.hf_configured_mode(), function, inputs,
+            input_values=tuple(self.evaluate(a.value) for a in inputs if not a.star), captured=self.captured(function),
+        )
 
     def hf_layer_site(self, node: cst.Call, layer: ModuleObject) -> CheckpointSite:
         arguments = self.arguments(node.args)
         keywords = tuple(n for (_, n, status) in arguments.keywords.values() if status is FlagStatus.EXPLICIT and isinstance(n, cst.Arg))
-        return CheckpointSite(ApiKind.HF_LAYER_CALL, "GradientCheckpointingLayer.__call__", node, self.hf_configured_mode(), layer, arguments.positional, keywords)
+        return CheckpointSite(
+            ApiKind.HF_LAYER_CALL, "GradientCheckpointingLayer.__call__", node, self.hf_configured_mode(), layer, arguments.positional, keywords,
+            input_values=tuple(self.evaluate(a.value) for a in arguments.positional if not a.star),
+            keyword_values=tuple(self.evaluate(a.value) for a in keywords),
+        )
 
     def hf_enable_site(self, node: cst.Call, method: str) -> CheckpointSite:
         keyword = HF_ENABLE_METHODS[method]
@@ -566,7 +1022,10 @@ class ModelBuilder(cst.CSTVisitor):
         else:
             value, kwargs_node = Const(None), None
         mode = self.hf_kwargs_mode(value, kwargs_node, keyword, empty_means_none=False)
-        return CheckpointSite(ApiKind.HF_ENABLE, method, node, mode, None, kwargs_value=value, kwargs_node=kwargs_node)
+        receiver = self.evaluate(node.func.value) if isinstance(node.func, cst.Attribute) else None
+        if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name):
+            self.scope.checkpointed_models.setdefault(node.func.value.value, node)
+        return CheckpointSite(ApiKind.HF_ENABLE, method, node, mode, None, kwargs_value=value, kwargs_node=kwargs_node, receiver=receiver)
 
     def training_arguments_site(self, node: cst.Call) -> Optional[CheckpointSite]:
         arguments = self.arguments(node.args)
@@ -617,6 +1076,52 @@ class ModelBuilder(cst.CSTVisitor):
         return Mode(None, FlagStatus.MAYBE, f"{keyword} is not resolved", node)
 
 
+def _training_test(test: cst.BaseExpression) -> Optional[bool]:
+    """True for tests that hold in training (`self.training`, `x or self.training`), False for `not self.training`."""
+    if isinstance(test, cst.Attribute) and _is_self(test.value) and test.attr.value == "training":
+        return True
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _training_test(test.expression)
+        return None if inner is None else not inner
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        # `a or self.training` holds whenever training is on.
+        if _training_test(test.left) is True or _training_test(test.right) is True:
+            return True
+    return None
+
+
+def _ends_with_return(body: cst.BaseSuite) -> bool:
+    statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    last = statements[-1] if statements else None
+    if isinstance(last, cst.SimpleStatementLine):
+        return any(isinstance(s, (cst.Return, cst.Raise)) for s in last.body)
+    if isinstance(last, cst.SimpleStatementSuite):
+        return any(isinstance(s, (cst.Return, cst.Raise)) for s in last.body)
+    return False
+
+
+def _is_self(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "self"
+
+
+class _FreeNames(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)  # `a.b` reads `a`, not a variable named `b`
+        return False
+
+
+def _free_names(body: cst.CSTNode) -> set[str]:
+    visitor = _FreeNames()
+    body.visit(visitor)
+    return visitor.names
+
+
 def _dotted(node: Union[cst.Attribute, cst.Name, cst.BaseExpression]) -> Optional[str]:
     if isinstance(node, cst.Name):
         return node.value
@@ -632,7 +1137,10 @@ def build_file_model(
     builder = ModelBuilder(summary, index, versions, settings)
     _bind_module_constants(builder, tree)
     tree.visit(builder)
-    return FileModel(path, summary.name, tree, builder.sites, versions, index, settings)
+    return FileModel(
+        path, summary.name, tree, builder.sites, versions, index, settings,
+        builder.functions, builder.lambdas, builder.runtime_attrs, builder.top_level, builder.cache_uses,
+    )
 
 
 def _bind_module_constants(builder: ModelBuilder, tree: cst.Module) -> None:

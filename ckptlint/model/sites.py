@@ -51,6 +51,8 @@ class DictLit:
     entries: dict[str, "Value"]
     complete: bool
     node: cst.CSTNode
+    # Where each entry is spelled, so findings point at `"preserve_rng_state": False` itself.
+    entry_nodes: dict[str, cst.CSTNode] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class Partial:
     keywords: dict[str, "Value"]
     keyword_nodes: dict[str, cst.CSTNode]
     node: cst.CSTNode
+    arg_values: tuple["Value", ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,20 +88,70 @@ class ModuleObject:
 
 @dataclass(frozen=True)
 class Param:
-    """A parameter of the enclosing function (a raw input when that function is a forward)."""
+    """A parameter of the enclosing function whose provenance is not known."""
 
     name: str
     function: str
 
 
-Value = Union[Unknown, Const, DictLit, Ref, Partial, Lambda, ModuleObject, Param]
+@dataclass(frozen=True, eq=False)
+class LocalFunction:
+    """A function defined inside another one (a closure), or a method reached as `self.method`."""
+
+    qualname: str
+    node: Optional[cst.FunctionDef] = None
+
+
+@dataclass(frozen=True, eq=False)
+class Instance:
+    """An object returned by calling `ctor` (a model from `from_pretrained`, TrainingArguments, ...)."""
+
+    ctor: str
+    node: cst.Call
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """A DataLoader: iterating it yields batches that do not require grad."""
+
+    origin: str
+
+
+class Grad(enum.Enum):
+    NONE = "cannot require grad"
+    REQUIRED = "requires grad"
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor whose `requires_grad` the dataflow decided; `origin` explains why, for messages."""
+
+    grad: Grad
+    origin: str
+    # No grad because upstream parameters are frozen (CKPT005) rather than because it is data (CKPT001).
+    frozen: bool = False
+
+
+Value = Union[Unknown, Const, DictLit, Ref, Partial, Lambda, ModuleObject, Param, LocalFunction, DataSource, Tensor, Instance]
 
 
 def merge(a: Optional[Value], b: Value) -> Value:
     """Join of two possible values at a control-flow merge: equal or unknown."""
     if a is None or a is b or a == b:
         return b
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.grad is b.grad:
+        return a
     return UNKNOWN
+
+
+def join_grad(values: list[Value], origin: str) -> Value:
+    """requires_grad of an op's result: any input requiring grad makes it require grad."""
+    tensors = [v for v in values if isinstance(v, Tensor)]
+    if any(t.grad is Grad.REQUIRED for t in tensors):
+        return Tensor(Grad.REQUIRED, origin)
+    if not tensors or any(not isinstance(v, (Tensor, Const)) for v in values):
+        return UNKNOWN
+    return Tensor(Grad.NONE, tensors[0].origin, frozen=any(t.frozen for t in tensors))
 
 
 # --- modes and sites ----------------------------------------------------------------------------
@@ -151,7 +204,68 @@ class CheckpointSite:
     enclosing_class: Optional[str] = None
     grad_disabled: Optional[GradContext] = None
     notes: list[str] = field(default_factory=list)
+    # What the inputs were when the call ran: the dataflow's verdict per positional input.
+    input_values: tuple[Value, ...] = ()
+    keyword_values: tuple[Value, ...] = ()
+    has_star_args: bool = False
+    # Values captured by a lambda or closure passed as the function: name -> value at the call.
+    captured: dict[str, Value] = field(default_factory=dict)
+    # Whether the checkpointed module owns parameters (None: unknown or not a module).
+    callee_has_parameters: Optional[bool] = None
+    # transformers enable calls: the model object the call configures.
+    receiver: Optional[Value] = None
+
+    @property
+    def reentrant(self) -> bool:
+        """Reentrant in effect: explicit True, omitted (torch default), deepspeed, a fallback dict."""
+        return self.mode.reentrant is True
 
     @property
     def resolved(self) -> bool:
         return self.mode.reentrant is not None and (not self.kind.runs_checkpoint or not isinstance(self.function, Unknown))
+
+
+@dataclass(frozen=True)
+class Effect:
+    """Something a function does that matters when it runs twice (forward and recompute)."""
+
+    node: cst.CSTNode
+    description: str
+
+
+@dataclass(frozen=True)
+class ContainerMutation:
+    node: cst.CSTNode
+    container: str  # as spelled: "cache", "self.router_logits"
+    owner: str  # "self" | "param" | "outer" | "global"
+    also_read: bool  # the function reads the container too
+    # "append", "update", ... for lists and dicts, "item" for `c[k] = v`, "inplace" for `t.add_(...)`.
+    method: str = ""
+    stores_tensor: bool = False  # what goes in is a tensor computed here
+
+
+@dataclass
+class FunctionFacts:
+    """Facts about one function body, collected in the same LibCST pass that finds the sites."""
+
+    qualname: str
+    params: tuple[str, ...] = ()  # in order, `self` included
+    torch_rng: list[Effect] = field(default_factory=list)
+    unreplayed_rng: list[Effect] = field(default_factory=list)
+    self_stores: list[tuple[str, Effect, "Value"]] = field(default_factory=list)  # (attr, store, value)
+    global_stores: list[Effect] = field(default_factory=list)
+    mutations: list[ContainerMutation] = field(default_factory=list)
+    self_reads: dict[str, int] = field(default_factory=dict)  # attr -> loads
+    name_reads: dict[str, int] = field(default_factory=dict)
+    module_calls: list[ModuleObject] = field(default_factory=list)
+    method_calls: list[str] = field(default_factory=list)  # qualnames of self.<method>() calls
+
+
+@dataclass(frozen=True)
+class CacheUse:
+    """`use_cache=True` or `past_key_values=` for a model whose gradient checkpointing is on."""
+
+    node: cst.CSTNode
+    kind: str  # "use_cache" | "past_key_values"
+    model: str  # the variable, as spelled
+    enabled_by: cst.CSTNode  # where checkpointing was switched on

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Iterator
+from typing import TYPE_CHECKING, ClassVar, Iterator, Optional
 
 import libcst as cst
 
 from ckptlint.findings import Severity
 
 if TYPE_CHECKING:
-    from ckptlint.model import FileModel
+    from ckptlint.model import CheckpointSite, FileModel
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,10 @@ class Diagnostic:
     node: cst.CSTNode
     message: str
     help: str
+    # The file the node lives in when it is not the analysed one (a callee defined elsewhere).
+    path: Optional[str] = None
+    # Overrides the rule's default severity (e.g. error under reentrant mode, warning otherwise).
+    severity: Optional[Severity] = None
 
 
 class Rule:
@@ -34,8 +38,46 @@ class Rule:
         raise NotImplementedError
 
 
-def all_rules() -> tuple[type[Rule], ...]:
-    from ckptlint.rules.checkpoint_without_grad import CheckpointWithoutGrad
-    from ckptlint.rules.implicit_reentrant_mode import ImplicitReentrantMode
+def spelled(node: cst.CSTNode, limit: int = 60) -> str:
+    """Source text of a node for messages, shortened to one line."""
+    text = " ".join(cst.Module(body=[]).code_for_node(node).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
-    return tuple(sorted((ImplicitReentrantMode, CheckpointWithoutGrad), key=lambda rule: rule.code))
+
+def callee_name(site: "CheckpointSite") -> str:
+    from ckptlint.model.sites import Lambda, LocalFunction, ModuleObject, Partial, Ref
+
+    function = site.function
+    if isinstance(function, ModuleObject):
+        return function.origin or function.classes[0].rsplit(".", 1)[-1]
+    if isinstance(function, (Ref, LocalFunction)):
+        return function.qualname.rsplit(".", 1)[-1]
+    if isinstance(function, Partial):
+        return spelled(function.node)
+    if isinstance(function, Lambda):
+        return spelled(function.node)
+    args = [a for a in site.call.args if not a.keyword]
+    return spelled(args[0].value) if args else "the function"
+
+
+def all_rules() -> tuple[type[Rule], ...]:
+    from ckptlint.rules.cache_under_checkpointing import CacheUnderCheckpointing
+    from ckptlint.rules.checkpoint_without_grad import CheckpointWithoutGrad
+    from ckptlint.rules.frozen_upstream_reentrant import FrozenUpstreamReentrant
+    from ckptlint.rules.grad_tensor_not_positional import GradTensorNotPositional
+    from ckptlint.rules.implicit_reentrant_mode import ImplicitReentrantMode
+    from ckptlint.rules.inputs_cannot_require_grad import InputsCannotRequireGrad
+    from ckptlint.rules.rng_not_replayed import RngNotReplayed
+    from ckptlint.rules.side_effect_escapes import SideEffectEscapes
+
+    rules = (
+        InputsCannotRequireGrad,
+        RngNotReplayed,
+        GradTensorNotPositional,
+        CacheUnderCheckpointing,
+        FrozenUpstreamReentrant,
+        ImplicitReentrantMode,
+        SideEffectEscapes,
+        CheckpointWithoutGrad,
+    )
+    return tuple(sorted(rules, key=lambda rule: rule.code))

@@ -1,0 +1,109 @@
+"""The region of a checkpoint: every function the checkpointed callable runs, across files.
+
+Built from facts the model already collected per function (RNG draws, side effects, container
+mutations, submodule calls), so rules never walk a callee's body again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional
+
+from ckptlint.model.sites import FunctionFacts, Lambda, LocalFunction, ModuleObject, Partial, Ref, Value
+from ckptlint.model.torch_knowledge import DROPOUT_MODULES
+
+if TYPE_CHECKING:
+    from ckptlint.model.builder import FileModel
+
+_MAX_FUNCTIONS = 64  # deep module trees: enough to see every layer type, bounded for speed
+
+
+@dataclass
+class RegionPart:
+    model: "FileModel"  # the file the function lives in (for reporting there)
+    facts: FunctionFacts
+    owner_class: Optional[str] = None
+    # Parameters of the checkpointed function that the call gives a value (None: not the entry).
+    passed: Optional[frozenset[str]] = None
+
+
+@dataclass
+class Region:
+    parts: list[RegionPart] = field(default_factory=list)
+    # Module classes in the checkpointed module tree whose forward draws random numbers.
+    dropout_modules: list[str] = field(default_factory=list)
+    # False when some callee could not be resolved: absence of a fact then proves nothing.
+    complete: bool = True
+
+
+def region_of(model: "FileModel", function: Optional[Value], inputs: int = 0) -> Region:
+    region = Region()
+    entry = _entry_binding(function, inputs)
+    seen: set[str] = set()
+    work: list[tuple["FileModel", Optional[Value]]] = [(model, function)]
+    while work and len(region.parts) < _MAX_FUNCTIONS:
+        current, value = work.pop()
+        if isinstance(value, Partial):
+            work.append((current, value.func))
+        elif isinstance(value, Lambda):
+            facts = current.lambdas.get(id(value.node))
+            if facts is not None:
+                _add(region, work, current, facts, None, entry)
+        elif isinstance(value, (LocalFunction, Ref)):
+            if value.qualname not in seen:
+                seen.add(value.qualname)
+                located = _function(current, value.qualname)
+                if located is None:
+                    region.complete = False
+                else:
+                    _add(region, work, located[0], located[1], None, entry)
+        elif isinstance(value, ModuleObject):
+            for cls in value.classes:
+                if cls in seen:
+                    continue
+                seen.add(cls)
+                if cls in DROPOUT_MODULES:
+                    region.dropout_modules.append(cls)
+                    continue
+                owner = current.index.forward_owner(cls)
+                located = _function(current, f"{owner.qualname}.forward") if owner else None
+                if located is None:
+                    region.complete = region.complete and cls.startswith("torch.nn.")
+                    continue
+                _add(region, work, located[0], located[1], cls, entry)
+                # Submodules built in __init__ but called through helpers still run in the region.
+                for name in current.index.ancestors(cls):
+                    summary = current.index.class_(name)
+                    for binding in summary.attrs.values() if summary else ():
+                        work.append((located[0], ModuleObject(tuple(current.index.canonical(c) for c in binding.constructors), "")))
+        else:
+            region.complete = False
+    return region
+
+
+def _entry_binding(function: Optional[Value], inputs: int) -> tuple[int, frozenset[str]]:
+    """(positional values, keyword names) the checkpointed function receives from the call."""
+    if isinstance(function, Partial):
+        return inputs + len(function.arg_values), frozenset(function.keywords)
+    return inputs, frozenset()
+
+
+def _add(region: Region, work: list, model: "FileModel", facts: FunctionFacts, owner: Optional[str], entry=None) -> None:
+    passed = None
+    if entry is not None and not region.parts:
+        positional, keywords = entry
+        skip = 1 if facts.params[:1] == ("self",) else 0
+        passed = frozenset(facts.params[skip : skip + positional]) | keywords
+    region.parts.append(RegionPart(model, facts, owner, passed))
+    work.extend((model, module) for module in facts.module_calls)
+    work.extend((model, LocalFunction(name)) for name in facts.method_calls)
+
+
+def _function(model: "FileModel", qualname: str) -> Optional[tuple["FileModel", FunctionFacts]]:
+    module, _ = model.index.split(qualname)
+    if module is None:
+        return None
+    owner = model.model_for(module.name)
+    if owner is None or qualname not in owner.functions:
+        return None
+    return owner, owner.functions[qualname]

@@ -1,0 +1,76 @@
+"""What the analysis knows about torch's modules and functions, by qualified name."""
+
+from __future__ import annotations
+
+_NN = "torch.nn"
+_F = "torch.nn.functional"
+
+
+def _names(prefix: str, *names: str) -> frozenset[str]:
+    return frozenset(f"{prefix}.{name}" for name in names)
+
+
+# Modules without parameters: their output requires grad only if their input does.
+PARAMETER_FREE_MODULES = _names(
+    _NN,
+    "ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Softplus", "Mish",
+    "LeakyReLU", "ELU", "SELU", "CELU", "Hardtanh", "Hardswish", "Hardsigmoid", "Tanhshrink",
+    "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+    "Identity", "Flatten", "Unflatten", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d",
+    "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d",
+    "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "UpsamplingNearest2d",
+    "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d",
+    "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d",
+    "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "ChannelShuffle",
+)  # fmt: skip
+
+# Modules that own trainable parameters by default.
+PARAMETER_MODULES = _names(
+    _NN,
+    "Linear", "Bilinear", "LazyLinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
+    "ConvTranspose2d", "ConvTranspose3d", "LazyConv1d", "LazyConv2d", "LazyConv3d", "Embedding",
+    "EmbeddingBag", "LayerNorm", "GroupNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+    "SyncBatchNorm", "MultiheadAttention", "LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell",
+    "Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
+    "TransformerDecoderLayer", "PReLU", "Parameter",
+) | frozenset({"torch.nn.parameter.Parameter"})  # fmt: skip
+
+CONTAINERS = _names(_NN, "Sequential", "ModuleList", "ModuleDict")
+MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
+
+# Functions that create tensors from nothing: never requiring grad unless told to.
+TENSOR_FACTORIES = _names(
+    "torch",
+    "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace",
+    "logspace", "eye", "rand", "randn", "randint", "randperm", "zeros_like", "ones_like",
+    "empty_like", "full_like", "rand_like", "randn_like", "randint_like", "normal", "bernoulli",
+)  # fmt: skip
+DATA_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+
+# Randomness that torch's checkpoint replays when preserve_rng_state=True (the default).
+DROPOUT_MODULES = _names(_NN, "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout") | frozenset(
+    {"timm.layers.DropPath", "timm.layers.drop.DropPath", "timm.models.layers.DropPath", "torchvision.ops.StochasticDepth"}
+)
+TORCH_RNG_FUNCTIONS = _names(
+    _F, "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
+) | _names(
+    "torch", "dropout", "rand", "randn", "rand_like", "randn_like", "randint", "randint_like",
+    "randperm", "bernoulli", "multinomial", "normal", "poisson",
+) | frozenset({"timm.layers.drop_path", "timm.layers.drop.drop_path", "timm.models.layers.drop_path", "torchvision.ops.stochastic_depth"})  # fmt: skip
+TORCH_RNG_METHODS = frozenset(
+    {"normal_", "uniform_", "bernoulli_", "exponential_", "random_", "geometric_", "cauchy_", "log_normal_"}
+)
+# Randomness that checkpoint never replays, whatever preserve_rng_state says.
+UNREPLAYED_RNG_MODULES = ("random", "numpy.random")
+
+# Tensor methods that do not change whether the result requires grad.
+GRAD_NEUTRAL_METHODS = frozenset(
+    {
+        "to", "float", "half", "double", "bfloat16", "cuda", "cpu", "view", "reshape", "permute",
+        "transpose", "flatten", "unsqueeze", "squeeze", "contiguous", "clone", "expand", "expand_as",
+        "repeat", "mean", "sum", "softmax", "chunk", "split", "type", "type_as", "view_as", "narrow",
+        "masked_fill", "pow", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "max", "min",
+    }
+)  # fmt: skip
+# Functions whose result requires grad iff one of their tensor arguments does.
+GRAD_NEUTRAL_PREFIXES = ("torch.", "torch.nn.functional.")

@@ -1,0 +1,72 @@
+"""CKPT004: caching that fights recomputation."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ckptlint.findings import Severity
+from ckptlint.model import ApiKind, FileModel
+from ckptlint.rules import Diagnostic, Rule, callee_name
+from ckptlint.rules.side_effect_escapes import CHECKPOINTED, is_cache
+
+
+HF_NULLED_CACHES = frozenset({"past_key_values", "past_key_value", "layer_past"})
+
+
+class CacheUnderCheckpointing(Rule):
+    code = "CKPT004"
+    name = "cache-under-checkpointing"
+    severity = Severity.ERROR
+    summary = "KV caches under gradient checkpointing: `use_cache=True`, `past_key_values=` in training, caches mutated in a checkpoint"
+
+    def check(self, model: FileModel) -> Iterator[Diagnostic]:
+        for use in model.cache_uses:
+            if use.kind == "use_cache":
+                yield Diagnostic(
+                    use.node,
+                    f"`use_cache=True` for `{use.model}`, whose gradient checkpointing is on in this training code: transformers "
+                    "silently turns caching off while checkpointing (\"`use_cache=True` is incompatible with gradient "
+                    "checkpointing. Setting `use_cache=False`\"), so `outputs.past_key_values` is None",
+                    "pass `use_cache=False` while training with checkpointing; cache only in eval()/generation",
+                    severity=Severity.WARNING,
+                )
+            else:
+                yield Diagnostic(
+                    use.node,
+                    f"`past_key_values=` passed to `{use.model}` while training with gradient checkpointing: the checkpointed "
+                    "layers drop the cache (\"Caching is incompatible with gradient checkpointing ... Setting "
+                    "`past_key_values=None`\") and the attention shapes no longer match (measured: \"The size of tensor a (4) "
+                    "must match the size of tensor b (12)\")",
+                    "train on the full sequence (prefix included), or disable gradient checkpointing for this step",
+                )
+        for site in model.sites:
+            if site.kind not in CHECKPOINTED or site.function is None:
+                continue
+            # transformers' layer wrapper sets past_key_values=None while checkpointing.
+            nulled = HF_NULLED_CACHES if site.kind in (ApiKind.HF_LAYER_CALL, ApiKind.HF_FUNC) else frozenset()
+            for part in model.region(site).parts:
+                for mutation in part.facts.mutations:
+                    if mutation.method in ("", "inplace") or mutation.container in nulled:
+                        continue
+                    if mutation.owner == "param":
+                        # A cache parameter matters only if the checkpoint call passes one in.
+                        if part.passed is None or mutation.container not in part.passed or mutation.method == "item" and not is_cache(mutation.container):
+                            continue
+                    elif not is_cache(mutation.container):
+                        continue
+                    if mutation.also_read:
+                        consequence = (
+                            "the function also reads it, so the recompute sees the grown cache (measured: \"Trying to backward "
+                            "through the graph a second time\" or a CheckpointError shape mismatch)"
+                        )
+                    else:
+                        consequence = "the recompute during backward appends again, so the cache ends up with duplicate entries"
+                    yield Diagnostic(
+                        mutation.node,
+                        f"`{part.facts.qualname}` updates `{mutation.container}` inside the region checkpointed by "
+                        f"`{callee_name(site)}`: {consequence}",
+                        "pass past keys/values in as positional inputs and return the new ones; update the cache outside the "
+                        "checkpointed function",
+                        path=part.model.path,
+                        severity=Severity.ERROR if mutation.also_read else Severity.WARNING,
+                    )

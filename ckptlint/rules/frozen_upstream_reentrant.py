@@ -1,0 +1,64 @@
+"""CKPT005: reentrant checkpointing behind frozen parameters, with no input-grad hook."""
+
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+from ckptlint.findings import Severity
+from ckptlint.index import Freeze
+from ckptlint.model import ApiKind, FileModel
+from ckptlint.model.sites import CheckpointSite, Instance
+from ckptlint.rules import Diagnostic, Rule, callee_name
+from ckptlint.rules.inputs_cannot_require_grad import no_grad_inputs
+from ckptlint.versions import transformers_default_reentrant
+
+# Objects built this way get the input-grad hook from PEFT.
+PEFT_HOOKED = ("peft.get_peft_model", "peft.PeftModel", "peft.prepare_model_for_kbit_training", "peft.mapping.get_peft_model")
+# Model classes whose main input is not `input_ids` (pixel_values, input_features, ...).
+VISION_OR_AUDIO = ("Image", "Vision", "Vit", "ViT", "Detection", "Segmentation", "Depth", "Audio", "Speech", "CTC", "Video", "Whisper", "Wav2Vec")
+
+
+class FrozenUpstreamReentrant(Rule):
+    code = "CKPT005"
+    name = "frozen-upstream-reentrant"
+    severity = Severity.ERROR
+    summary = "reentrant checkpointing behind frozen parameters (PEFT/LoRA, frozen embeddings) with no input-grad hook"
+
+    def check(self, model: FileModel) -> Iterator[Diagnostic]:
+        for site in model.sites:
+            inputs = no_grad_inputs(site)
+            if inputs and any(t.frozen for t in inputs):
+                yield Diagnostic(
+                    site.call,
+                    f"reentrant checkpoint of `{callee_name(site)}` gets no input that can require grad because upstream "
+                    f"parameters are frozen: {inputs[0].origin}. Trainable parameters inside get no gradient, or backward "
+                    f"fails with \"element 0 of tensors does not require grad\"; {site.mode.reason}",
+                    "pass `use_reentrant=False`, or make the frozen layer's output require grad "
+                    "(`enable_input_require_grads()` or a forward hook calling `output.requires_grad_(True)`)",
+                )
+            elif site.kind is ApiKind.HF_ENABLE and site.reentrant:
+                freeze = self.frozen_model(model, site)
+                if freeze is not None:
+                    yield Diagnostic(
+                        site.call,
+                        f"reentrant gradient checkpointing is enabled on a model whose parameters are frozen (line {freeze.line}) "
+                        f"and nothing makes the embedding output require grad: the checkpointed layers get no gradient or "
+                        f"backward fails with \"element 0 of tensors does not require grad\"; {site.mode.reason}",
+                        "pass `gradient_checkpointing_kwargs={\"use_reentrant\": False}`, or call "
+                        "`model.enable_input_require_grads()` after freezing",
+                    )
+
+    @staticmethod
+    def frozen_model(model: FileModel, site: CheckpointSite) -> Optional[Freeze]:
+        receiver = site.receiver
+        if not isinstance(receiver, Instance):
+            return None
+        freeze = model.index.modules[model.module].instance_freezes.get(receiver.ctor)
+        if freeze is None or not (freeze.everything or freeze.attrs) or freeze.input_grad_hook:
+            return None
+        if receiver.ctor.startswith(PEFT_HOOKED):
+            return None
+        if transformers_default_reentrant(model.versions.transformers):
+            return freeze  # transformers 4.x adds the hook only when PEFT is loaded
+        # 5.x hooks models whose main input is `input_ids`; vision and audio models get nothing.
+        return freeze if any(marker in receiver.ctor for marker in VISION_OR_AUDIO) else None

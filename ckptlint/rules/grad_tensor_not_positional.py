@@ -1,0 +1,111 @@
+"""CKPT003: a tensor that needs grad reaches a reentrant checkpoint other than positionally."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ckptlint.findings import Severity
+from ckptlint.model import ApiKind, FileModel
+from ckptlint.model.sites import CheckpointSite, Grad, Lambda, LocalFunction, ModuleObject, Param, Partial, Tensor, Value
+from ckptlint.rules import Diagnostic, Rule, callee_name, spelled
+
+# Keyword names transformers uses for activations that carry grad between layers.
+GRAD_CARRYING_KEYWORDS = frozenset({"hidden_states", "encoder_hidden_states"})
+HELP = (
+    "pass the tensor positionally (`checkpoint(fn, x, t)` with `fn(x, t)`), or use `use_reentrant=False`, "
+    "which supports keyword and captured inputs"
+)
+
+
+def needs_grad(value: Value) -> bool:
+    return isinstance(value, Tensor) and value.grad is Grad.REQUIRED
+
+
+class GradTensorNotPositional(Rule):
+    code = "CKPT003"
+    name = "grad-tensor-not-positional"
+    severity = Severity.ERROR
+    summary = "tensor that needs grad reaches a reentrant checkpoint by keyword, partial, closure or module attribute"
+
+    def check(self, model: FileModel) -> Iterator[Diagnostic]:
+        for site in model.sites:
+            if not site.reentrant:
+                continue
+            if site.kind is ApiKind.HF_LAYER_CALL:
+                yield from self.layer_keywords(site)
+            elif site.kind.runs_checkpoint:
+                yield from self.direct_keywords(site)
+                yield from self.captures(site)
+                yield from self.stashed_attributes(model, site)
+
+    @staticmethod
+    def direct_keywords(site: CheckpointSite) -> Iterator[Diagnostic]:
+        if site.keywords and site.kind is not ApiKind.HF_FUNC:
+            names = ", ".join(arg.keyword.value for arg in site.keywords if arg.keyword)
+            yield Diagnostic(
+                site.call,
+                f"reentrant checkpoint of `{callee_name(site)}` with keyword argument(s) {names}: torch raises "
+                f"`ValueError: Unexpected keyword arguments: {names}`; {site.mode.reason}",
+                HELP,
+            )
+
+    @staticmethod
+    def captures(site: CheckpointSite) -> Iterator[Diagnostic]:
+        function = site.function
+        if isinstance(function, Partial):
+            bound = list(zip(("positional argument",) * len(function.arg_values), function.arg_values)) + list(function.keywords.items())
+            for name, value in bound:
+                if needs_grad(value):
+                    yield Diagnostic(
+                        function.node,
+                        f"`{spelled(function.node)}` binds `{name}` ({value.origin}) into a reentrant checkpoint: it is not a "
+                        "checkpoint input, so the recompute backpropagates into its graph a second time (\"Trying to backward "
+                        "through the graph a second time\") or its gradient is lost",
+                        HELP,
+                    )
+                    return
+        elif isinstance(function, (Lambda, LocalFunction)):
+            for name, value in site.captured.items():
+                if needs_grad(value):
+                    kind = "lambda" if isinstance(function, Lambda) else f"closure `{function.qualname.rsplit('.', 1)[-1]}`"
+                    yield Diagnostic(
+                        site.call,
+                        f"the {kind} checkpointed here (reentrant) captures `{name}` ({value.origin}): captured tensors are not "
+                        "checkpoint inputs, so backward goes through their graph a second time (\"Trying to backward through "
+                        "the graph a second time\") or their gradient is lost",
+                        HELP,
+                    )
+                    return
+
+    @staticmethod
+    def stashed_attributes(model: FileModel, site: CheckpointSite) -> Iterator[Diagnostic]:
+        if not isinstance(site.function, ModuleObject):
+            return
+        for part in model.region(site).parts:
+            stashed = part.model.runtime_attrs.get(part.owner_class or "", {})
+            for attr in part.facts.self_reads:
+                store = stashed.get(attr)
+                if store is not None and needs_grad(store[1]):
+                    yield Diagnostic(
+                        site.call,
+                        f"`{part.facts.qualname}` reads `self.{attr}`, a tensor that needs grad stashed on the module at run "
+                        f"time (`{spelled(store[0])}`) rather than passed in: under reentrant checkpointing backward goes "
+                        "through its graph a second time (\"Trying to backward through the graph a second time\")",
+                        "pass the tensor to the checkpointed module as a positional argument, or use `use_reentrant=False`",
+                    )
+                    return
+
+    @staticmethod
+    def layer_keywords(site: CheckpointSite) -> Iterator[Diagnostic]:
+        for arg, value in zip(site.keywords, site.keyword_values):
+            name = arg.keyword.value if arg.keyword else ""
+            if needs_grad(value) or (isinstance(value, Param) and name in GRAD_CARRYING_KEYWORDS):
+                yield Diagnostic(
+                    site.call,
+                    f"`{name}=` is passed by keyword to a GradientCheckpointingLayer under reentrant checkpointing: "
+                    "transformers binds keywords with functools.partial, so the tensor is not a checkpoint input and "
+                    f"backward goes through its graph a second time or its gradient is lost; {site.mode.reason}",
+                    f"pass `{name}` positionally (as Bart and Bert do), or enable checkpointing with "
+                    "`gradient_checkpointing_kwargs={\"use_reentrant\": False}`",
+                )
+                return

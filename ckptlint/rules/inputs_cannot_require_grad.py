@@ -1,0 +1,41 @@
+"""CKPT001: a reentrant checkpoint fed only inputs that cannot require grad."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ckptlint.findings import Severity
+from ckptlint.model import FileModel
+from ckptlint.model.sites import CheckpointSite, Grad, Tensor
+from ckptlint.rules import Diagnostic, Rule, callee_name
+
+
+def no_grad_inputs(site: CheckpointSite) -> list[Tensor]:
+    """The inputs, when every one of them certainly cannot require grad (else empty)."""
+    if not site.kind.runs_checkpoint or not site.reentrant or site.has_star_args or site.callee_has_parameters is False:
+        return []
+    values = site.input_values
+    if values and all(isinstance(v, Tensor) and v.grad is Grad.NONE for v in values):
+        return list(values)  # type: ignore[arg-type]
+    return []
+
+
+class InputsCannotRequireGrad(Rule):
+    code = "CKPT001"
+    name = "inputs-cannot-require-grad"
+    severity = Severity.ERROR
+    summary = "reentrant checkpoint fed only inputs that cannot require grad: the parameters inside silently get no gradient"
+
+    def check(self, model: FileModel) -> Iterator[Diagnostic]:
+        for site in model.sites:
+            inputs = no_grad_inputs(site)
+            if not inputs or any(t.frozen for t in inputs):
+                continue  # frozen upstream parameters are CKPT005's case
+            yield Diagnostic(
+                site.call,
+                f"reentrant checkpoint of `{callee_name(site)}` gets no input that can require grad: {inputs[0].origin}. "
+                f"The parameters inside get `.grad = None` and never train (torch only warns \"None of the inputs have "
+                f"requires_grad=True\"); {site.mode.reason}",
+                "don't checkpoint the first block on raw data (start from the second block), pass `use_reentrant=False`, "
+                "or call `.requires_grad_()` on the input first",
+            )
