@@ -1,0 +1,117 @@
+"""CKPT003 at runtime: a grad-carrying tensor reaches a reentrant checkpoint other than positionally.
+
+FINDINGS 3A: a keyword raises `ValueError: Unexpected keyword arguments`. 3B/3C/3D: a non-leaf tensor
+captured by functools.partial, a lambda, or a module attribute (the seed MoE's router scores) and read
+by two checkpointed blocks raises "Trying to backward through the graph a second time" at backward.
+3b: an HF GradientCheckpointingLayer called with `encoder_hidden_states=` by keyword does the same.
+Positional inputs, captured parameters and masks, and non-reentrant mode give identical gradients.
+"""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ckpt_runtime import (  # noqa: E402
+    SECOND_BACKWARD,
+    assert_same_grads,
+    grads,
+    load_fixture,
+    no_checkpointing,
+    transformers_impl,  # noqa: F401
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore:`gradient_checkpointing_enable` is deprecated:FutureWarning")
+
+fx = load_fixture("context_capture")
+
+
+def reference_and_model(model_class, step):
+    torch.manual_seed(0)
+    model = getattr(fx, model_class)()
+    model_ref = getattr(fx, model_class)()
+    model_ref.load_state_dict(model.state_dict())
+    batch = fx.make_batch()
+    with no_checkpointing(fx):
+        step(model_ref, batch)
+    return model, model_ref, batch
+
+
+def test_keyword_tensor_is_rejected():
+    model, model_ref, batch = reference_and_model("KeywordContextDecoder", fx.training_step)
+    assert model_ref.layers[0].q.weight.grad is not None
+    with pytest.raises(ValueError, match="^Unexpected keyword arguments: context$"):
+        fx.training_step(model, batch)
+
+
+@pytest.mark.parametrize("model_class", ["PartialContextDecoder", "LambdaContextDecoder"])
+def test_captured_context_breaks_backward(model_class):
+    model, model_ref, batch = reference_and_model(model_class, fx.training_step)
+    assert model_ref.context_encoder[0].weight.grad is not None  # the same code runs without checkpointing
+    with pytest.raises(RuntimeError, match=SECOND_BACKWARD):
+        fx.training_step(model, batch)
+
+
+def test_seed_moe_scores_attribute_breaks_backward():
+    model, model_ref, batch = reference_and_model("ScoresAttributeMoE", fx.moe_training_step)
+    assert model_ref.router_block.router.weight.grad is not None
+    with pytest.raises(RuntimeError, match=SECOND_BACKWARD):
+        fx.moe_training_step(model, batch)
+
+
+@pytest.mark.parametrize(
+    "model_class, step",
+    [
+        ("ConditionedDecoder", "training_step"),
+        ("KeywordContextDecoderNonReentrant", "training_step"),
+        ("MaskedContextDecoder", "training_step"),
+        ("LearnedMemoryDecoder", "training_step"),
+        ("ScoresAttributeMoENonReentrant", "moe_training_step"),
+        ("ScoresPositionalMoE", "moe_training_step"),
+    ],
+)
+def test_positional_leaf_or_non_reentrant_inputs_are_correct(model_class, step):
+    step = getattr(fx, step)
+    model, model_ref, batch = reference_and_model(model_class, step)
+    step(model, batch)
+    assert_same_grads(grads(model), grads(model_ref))
+    if model_class == "LearnedMemoryDecoder":
+        assert model.memory.grad is not None and model.memory.grad.abs().sum() > 0
+
+
+# --- transformers' GradientCheckpointingLayer (GPT-2-style decoder with cross-attention) -----------
+
+
+def gpt2_pair(hf, build):
+    gfx = load_fixture("gpt2_cross_attention", transformers_module=hf)
+    config = gfx.TinyGpt2Config()
+    torch.manual_seed(0)
+    model_ref = getattr(gfx, build)(config, gradient_checkpointing=False)
+    model = getattr(gfx, build)(config)
+    model.load_state_dict(model_ref.state_dict())
+    return gfx, model, model_ref, gfx.make_batch(config)
+
+
+def test_gpt2_encoder_hidden_states_by_keyword_breaks_backward(transformers_impl):
+    gfx, model, model_ref, batch = gpt2_pair(transformers_impl, "build_keyword_decoder")
+    gfx.training_step(model_ref, batch)
+    assert model_ref.source_proj[0].weight.grad is not None
+    assert model.h[0]._gradient_checkpointing_func.keywords == {"use_reentrant": True}
+    with pytest.raises(RuntimeError, match=SECOND_BACKWARD):
+        gfx.training_step(model, batch)
+
+
+def test_gpt2_encoder_hidden_states_positional_is_correct(transformers_impl):
+    gfx, model, model_ref, batch = gpt2_pair(transformers_impl, "build_decoder")
+    loss_ref = gfx.training_step(model_ref, batch)
+    loss = gfx.training_step(model, batch)
+    assert torch.equal(loss, loss_ref)
+    assert_same_grads(grads(model), grads(model_ref))
+
+
+def test_gpt2_keyword_under_default_non_reentrant_is_correct(transformers_impl):
+    gfx, model, model_ref, batch = gpt2_pair(transformers_impl, "build_keyword_decoder")
+    model.gradient_checkpointing_enable()  # transformers' default: {"use_reentrant": False}
+    assert model.h[0]._gradient_checkpointing_func.keywords == {"use_reentrant": False}
+    gfx.training_step(model_ref, batch)
+    gfx.training_step(model, batch)
+    assert_same_grads(grads(model), grads(model_ref))
