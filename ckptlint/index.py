@@ -79,7 +79,7 @@ class ModuleSummary:
     classes: dict[str, ClassSummary]
     functions: tuple[str, ...]
     aliases: dict[str, Alias]
-    # Instances of project classes frozen where they are used: class qualname -> freezing.
+    # Objects frozen where they are built: instance_key(top-level function, constructor) -> freezing.
     instance_freezes: dict[str, Freeze] = field(default_factory=dict)
     # transformers checkpointing switched on here: (line, use_reentrant or None for the library default).
     hf_enables: list[tuple[int, Optional[bool]]] = field(default_factory=list)
@@ -112,6 +112,11 @@ class ModuleSummary:
             instance_freezes={n: _freeze_from_json(f) for n, f in data["instance_freezes"].items()},
             hf_enables=[tuple(e) for e in data["hf_enables"]],
         )
+
+
+def instance_key(function: str, ctor: str) -> str:
+    """Freezing is per function: the same class frozen in one script function and not in another."""
+    return f"{function}|{ctor}"
 
 
 def _freeze_from_json(data: dict) -> Freeze:
@@ -179,18 +184,18 @@ class _Summarizer:
                 classes[stmt.name] = self.summarize_class(stmt)
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 functions.append(stmt.name)
-                self.collect_instance_freezes(stmt, path)
+                self.collect_instance_freezes(stmt, path, stmt.name)
             elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                 alias = self.alias(stmt.value)
                 if alias is not None:
                     aliases[stmt.targets[0].id] = alias
-        self.collect_instance_freezes(tree, path)
+        self.collect_instance_freezes(tree, path, "")
         return ModuleSummary(
             self.module, path, self.is_package, dict(self.imports), classes, tuple(functions), aliases, self.instance_freezes,
             _hf_enables(tree),
         )
 
-    def collect_instance_freezes(self, scope: ast.AST, path: str) -> None:
+    def collect_instance_freezes(self, scope: ast.AST, path: str, function: str) -> None:
         """`model = Net(); for p in model.parameters(): p.requires_grad = False` in a script."""
         if isinstance(scope, ast.Module):
             statements = [s for s in scope.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
@@ -204,7 +209,7 @@ class _Summarizer:
         for name, ctor in instances.items():
             freeze = _freeze_facts(scope, name, path)
             if freeze:
-                self.instance_freezes[ctor] = freeze
+                self.instance_freezes[instance_key(function, ctor)] = freeze
 
     def alias(self, value: ast.AST) -> Optional[Alias]:
         if isinstance(value, ast.Call) and self.qualify(value.func) in PARTIAL and value.args:
@@ -522,7 +527,7 @@ class ProjectIndex:
         canonical = self.canonical(class_qualname)
         summary = self.class_(canonical)
         freezes = [summary.freeze] if summary else []
-        freezes += [m.instance_freezes[canonical] for m in self.modules.values() if canonical in m.instance_freezes]
+        freezes += [f for m in self.modules.values() for key, f in m.instance_freezes.items() if key.endswith("|" + canonical)]
         if not freezes:
             return Freeze()
         first = next((f for f in freezes if f.line), freezes[0])

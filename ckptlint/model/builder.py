@@ -530,14 +530,18 @@ class ModelBuilder(cst.CSTVisitor):
             self.bind_target(node.target, self.evaluate(node.value), node)
 
     def leave_AugAssign(self, node: cst.AugAssign) -> None:
-        value = join_grad([self.evaluate(node.target), self.evaluate(node.value)], _code(node.target))
-        if isinstance(node.target, cst.Attribute):
-            # `self.total += loss` accumulates into module state; `self.buf += x` into a buffer.
-            increment = self.evaluate(node.value)
-            # `self.steps += 1` counts calls; `self.total += loss` accumulates a tensor into the module.
-            self.store_attribute(node.target, increment if isinstance(increment, Const) else UNKNOWN, node)
+        increment = self.evaluate(node.value)
+        target = node.target
+        if not isinstance(target, cst.Attribute):
+            self.bind_target(target, join_grad([self.evaluate(target), increment], _code(target)), node)
+            return
+        owner = self.scope.class_qualname
+        binding = self.index.attribute(owner, target.attr.value) if owner and _is_self(target.value) else None
+        if binding is not None and binding.is_buffer:
+            self.mutate_container(target, node, "inplace", increment)
         else:
-            self.bind_target(node.target, value, node)
+            # `self.steps += 1` counts calls; `self.total += loss` accumulates a tensor into the module.
+            self.store_attribute(target, increment if isinstance(increment, (Const, Tensor)) else UNKNOWN, node)
 
     # --- evaluation ---------------------------------------------------------------------------
 
@@ -662,6 +666,13 @@ class ModelBuilder(cst.CSTVisitor):
             return ModuleObject((func.qualname,), _code(node.func))
         if func.qualname.startswith(GRAD_NEUTRAL_PREFIXES) and func.qualname.count(".") <= 3:
             return join_grad([self.evaluate(a.value) for a in node.args if not a.star], f"`{_code(node)}`")
+        module, name = self.index.split(func.qualname)
+        if module is not None and name in module.functions:
+            # A project helper fed tensors returns a tensor (a loss, a mask); it needs grad if an input does.
+            inputs = [self.evaluate(a.value) for a in node.args if not a.star]
+            if any(isinstance(v, Tensor) for v in inputs):
+                needs = any(isinstance(v, Tensor) and v.grad is Grad.REQUIRED for v in inputs)
+                return Tensor(Grad.REQUIRED if needs else Grad.NONE, f"`{_code(node)}`") if needs else UNKNOWN
         return Instance(func.qualname, node)
 
     def tensor_method(self, receiver: Tensor, method: str, node: cst.Call) -> Value:

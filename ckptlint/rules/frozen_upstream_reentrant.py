@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Iterator, Optional
 
 from ckptlint.findings import Severity
-from ckptlint.index import Freeze
+from ckptlint.index import Freeze, instance_key
 from ckptlint.model import ApiKind, FileModel
-from ckptlint.model.sites import CheckpointSite, Instance
+from ckptlint.model.sites import CheckpointSite, Instance, ModuleObject
 from ckptlint.rules import Diagnostic, Rule, callee_name
 from ckptlint.rules.inputs_cannot_require_grad import no_grad_inputs
 from ckptlint.versions import transformers_default_reentrant
@@ -51,14 +51,23 @@ class FrozenUpstreamReentrant(Rule):
     @staticmethod
     def frozen_model(model: FileModel, site: CheckpointSite) -> Optional[Freeze]:
         receiver = site.receiver
-        if not isinstance(receiver, Instance):
+        if isinstance(receiver, Instance):
+            ctor = receiver.ctor
+        elif isinstance(receiver, ModuleObject) and len(receiver.classes) == 1:
+            ctor = receiver.classes[0]
+        else:
             return None
-        freeze = model.index.modules[model.module].instance_freezes.get(receiver.ctor)
+        function = (site.enclosing_function or "").removeprefix(model.module + ".").split(".", 1)[0]
+        freezes = model.index.modules[model.module].instance_freezes
+        freeze = freezes.get(instance_key(function, ctor)) or freezes.get(instance_key("", ctor))
         if freeze is None or not (freeze.everything or freeze.attrs) or freeze.input_grad_hook:
             return None
-        if receiver.ctor.startswith(PEFT_HOOKED):
+        if ctor.startswith(PEFT_HOOKED):
             return None
         if transformers_default_reentrant(model.versions.transformers):
             return freeze  # transformers 4.x adds the hook only when PEFT is loaded
         # 5.x hooks models whose main input is `input_ids`; vision and audio models get nothing.
-        return freeze if any(marker in receiver.ctor for marker in VISION_OR_AUDIO) else None
+        main_input = model.index.attribute(ctor, "main_input_name")
+        if main_input is not None and main_input.has_constant:
+            return freeze if main_input.constant != "input_ids" else None
+        return freeze if any(marker in ctor for marker in VISION_OR_AUDIO) else None

@@ -83,7 +83,8 @@ class GradTensorNotPositional(Rule):
             return
         for part in model.region(site).parts:
             stashed = part.model.runtime_attrs.get(part.owner_class or "", {})
-            for attr in part.facts.self_reads:
+            own_stores = {attr for attr, _, _ in part.facts.self_stores}
+            for attr in part.facts.self_reads.keys() - own_stores:
                 store = stashed.get(attr)
                 if store is not None and needs_grad(store[1]):
                     yield Diagnostic(
