@@ -454,6 +454,7 @@ class ProjectIndex:
     def __init__(self, modules: dict[str, ModuleSummary]) -> None:
         self.modules = modules
         self._constructed: Optional[frozenset[str]] = None
+        self._freezes: dict[str, Freeze] = {}
 
     def split(self, qualname: str) -> tuple[Optional[ModuleSummary], str]:
         parts = qualname.split(".")
@@ -524,6 +525,11 @@ class ProjectIndex:
 
     def freeze_of(self, class_qualname: str) -> Freeze:
         """Freezing in the class's own `__init__` and on its instances anywhere in the project."""
+        if class_qualname not in self._freezes:
+            self._freezes[class_qualname] = self._freeze_of(class_qualname)
+        return self._freezes[class_qualname]
+
+    def _freeze_of(self, class_qualname: str) -> Freeze:
         canonical = self.canonical(class_qualname)
         summary = self.class_(canonical)
         freezes = [summary.freeze] if summary else []

@@ -52,6 +52,7 @@ from ckptlint.model.sites import (
     Grad,
     GradContext,
     Instance,
+    Items,
     Lambda,
     LocalFunction,
     Mode,
@@ -78,6 +79,7 @@ from ckptlint.model.torch_knowledge import (
     TORCH_RNG_METHODS,
     UNREPLAYED_RNG_MODULES,
 )
+from ckptlint.model.walk import ReadOnlyWalker
 from ckptlint.names import absolute_module, import_bindings
 from ckptlint.versions import LibraryVersions, torch_default_reentrant, transformers_default_reentrant
 
@@ -175,8 +177,9 @@ def _code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
 
 
-class ModelBuilder(cst.CSTVisitor):
+class ModelBuilder(ReadOnlyWalker):
     def __init__(self, summary: ModuleSummary, index: ProjectIndex, versions: LibraryVersions, settings: Settings) -> None:
+        super().__init__()
         self.summary = summary
         self.index = index
         self.versions = versions
@@ -318,6 +321,16 @@ class ModelBuilder(cst.CSTVisitor):
     def leave_Lambda(self, node: cst.Lambda) -> None:
         self.finish_facts(self.scopes.pop())
 
+    def leave_Return(self, node: cst.Return) -> None:
+        facts = self.scope.facts
+        if facts is None or node.value is None:
+            return
+        if isinstance(node.value, cst.Tuple):
+            value: Value = Items(tuple(self.evaluate(e.value) for e in node.value.elements))
+        else:
+            value = self.evaluate(node.value)
+        facts.returns = value if facts.returns is None else merge(facts.returns, value)
+
     def visit_Global(self, node: cst.Global) -> None:
         self.scope.global_names.update(n.name.value for n in node.names)
 
@@ -346,14 +359,14 @@ class ModelBuilder(cst.CSTVisitor):
         """Walk the branches by hand to know which ones run only in eval mode."""
         scope = self.scope
         scope.branch_depth += 1
-        node.test.visit(self)
+        self.walk(node.test)
         training = _training_test(node.test)
         scope.eval_only += training is False
-        node.body.visit(self)
+        self.walk(node.body)
         scope.eval_only -= training is False
         if node.orelse is not None:
             scope.eval_only += training is True
-            node.orelse.visit(self)
+            self.walk(node.orelse)
             scope.eval_only -= training is True
         scope.branch_depth -= 1
         if training is True and _ends_with_return(node.body) and scope.kind == "function":
@@ -410,8 +423,12 @@ class ModelBuilder(cst.CSTVisitor):
                 value = merge(scope.bindings.get(target.value), value)
             scope.bindings[target.value] = value
         elif isinstance(target, (cst.Tuple, cst.List)):
-            # Unpacking a batch or a tensor keeps what is known about it.
-            element = value if isinstance(value, Tensor) else UNKNOWN
+            if isinstance(value, Items) and len(value.values) == len(target.elements):
+                for item, element in zip(target.elements, value.values):
+                    self.bind_target(item.value, element, statement)
+                return
+            # Parts of data are data; parts of a module's output may be masks or indices.
+            element = value if isinstance(value, Tensor) and value.grad is Grad.NONE else UNKNOWN
             for item in target.elements:
                 self.bind_target(item.value, element, statement)
         elif isinstance(target, cst.Attribute) and statement is not None:
@@ -644,6 +661,9 @@ class ModelBuilder(cst.CSTVisitor):
                 return self.tensor_method(receiver, node.func.attr.value, node)
         func = self.evaluate(node.func)
         if isinstance(func, ModuleObject):
+            returned = self.returned_items(func)
+            if returned is not None:
+                return returned
             return self.module_output(func, [self.evaluate(a.value) for a in node.args if not a.keyword and not a.star])
         if not isinstance(func, Ref):
             return UNKNOWN
@@ -686,6 +706,14 @@ class ModelBuilder(cst.CSTVisitor):
         if method in GRAD_NEUTRAL_METHODS:
             return join_grad([receiver, *(self.evaluate(a.value) for a in node.args if not a.star)], receiver.origin)
         return UNKNOWN
+
+    def returned_items(self, module: ModuleObject) -> Optional[Items]:
+        """What a module defined earlier in this file returns as a tuple, element by element."""
+        if len(module.classes) != 1:
+            return None
+        owner = self.index.forward_owner(module.classes[0])
+        facts = self.functions.get(f"{owner.qualname}.forward") if owner else None
+        return facts.returns if facts is not None and isinstance(facts.returns, Items) else None
 
     def module_output(self, module: ModuleObject, inputs: list[Value]) -> Value:
         """requires_grad of `module(*inputs)`: data through frozen or parameter-free modules stays data."""
@@ -1115,21 +1143,22 @@ def _is_self(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "self"
 
 
-class _FreeNames(cst.CSTVisitor):
+class _FreeNames(ReadOnlyWalker):
     def __init__(self) -> None:
+        super().__init__()
         self.names: set[str] = set()
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)  # `a.b` reads `a`, not a variable named `b`
+        self.walk(node.value)  # `a.b` reads `a`, not a variable named `b`
         return False
 
 
 def _free_names(body: cst.CSTNode) -> set[str]:
     visitor = _FreeNames()
-    body.visit(visitor)
+    visitor.walk(body)
     return visitor.names
 
 
@@ -1147,7 +1176,7 @@ def build_file_model(
 ) -> FileModel:
     builder = ModelBuilder(summary, index, versions, settings)
     _bind_module_constants(builder, tree)
-    tree.visit(builder)
+    builder.walk(tree)
     return FileModel(
         path, summary.name, tree, builder.sites, versions, index, settings,
         builder.functions, builder.lambdas, builder.runtime_attrs, builder.top_level, builder.cache_uses,

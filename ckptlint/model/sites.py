@@ -102,6 +102,13 @@ class LocalFunction:
     node: Optional[cst.FunctionDef] = None
 
 
+@dataclass(frozen=True)
+class Items:
+    """A tuple whose elements the analysis knows (what a forward returns as `return h, scores`)."""
+
+    values: tuple["Value", ...]
+
+
 @dataclass(frozen=True, eq=False)
 class Instance:
     """An object returned by calling `ctor` (a model from `from_pretrained`, TrainingArguments, ...)."""
@@ -132,7 +139,7 @@ class Tensor:
     frozen: bool = False
 
 
-Value = Union[Unknown, Const, DictLit, Ref, Partial, Lambda, ModuleObject, Param, LocalFunction, DataSource, Tensor, Instance]
+Value = Union[Unknown, Const, DictLit, Ref, Partial, Lambda, ModuleObject, Param, LocalFunction, DataSource, Tensor, Instance, Items]
 
 
 def merge(a: Optional[Value], b: Value) -> Value:
@@ -259,6 +266,7 @@ class FunctionFacts:
     name_reads: dict[str, int] = field(default_factory=dict)
     module_calls: list[ModuleObject] = field(default_factory=list)
     method_calls: list[str] = field(default_factory=list)  # qualnames of self.<method>() calls
+    returns: Optional["Value"] = None  # merged over every `return`
 
 
 @dataclass(frozen=True)

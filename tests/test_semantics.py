@@ -1,0 +1,254 @@
+"""Dataflow decisions behind the semantic rules, one small program each.
+
+Each case lists exactly the (line, code) findings expected (CKPT006 excluded: every case passes
+use_reentrant explicitly or is about it), so both misses and false positives fail.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from conftest import lint_text
+
+HEADER = "import functools\nimport random\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nfrom torch.utils.checkpoint import checkpoint\n"
+
+
+def findings(body: str, transformers: str = "5.23") -> set[tuple[int, str]]:
+    report = lint_text(HEADER + textwrap.dedent(body), transformers=transformers)
+    assert report.errors == []
+    offset = HEADER.count("\n")
+    return {(f.line - offset, f.code) for f in report.findings if f.code != "CKPT006"}
+
+
+CASES = {
+    "raw input cascades through a parameter-free op to the next block": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(4, 4)
+                self.b = nn.Linear(4, 4)
+            def forward(self, x):
+                h = checkpoint(self.a, x, use_reentrant=True)
+                h = F.relu(h).view(-1, 4)
+                return checkpoint(self.b, h, use_reentrant=True)
+        """,
+        {(8, "CKPT001"), (10, "CKPT001")},
+    ),
+    "requires_grad_ on the input clears it": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(4, 4)
+            def forward(self, x):
+                x.requires_grad_()
+                return checkpoint(self.a, x, use_reentrant=True)
+        """,
+        set(),
+    ),
+    "a submodule's forward inputs are not data": (
+        """
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(4, 4)
+            def forward(self, x):
+                return checkpoint(self.a, x, use_reentrant=True)
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.block = Block()
+            def forward(self, x):
+                return self.block(self.stem(x))
+        """,
+        set(),
+    ),
+    "parameter-free callee loses nothing": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.act = nn.Sequential(nn.ReLU(), nn.Dropout(0.1))
+                self.head = nn.Linear(4, 2)
+            def forward(self, x):
+                return self.head(checkpoint(self.act, x, use_reentrant=True))
+        """,
+        set(),
+    ),
+    "a loader batch in a training function": (
+        """
+        def fit(model, train_loader):
+            for images, labels in train_loader:
+                out = checkpoint(model, images, use_reentrant=True)
+                F.cross_entropy(out, labels).backward()
+        """,
+        {(4, "CKPT001")},
+    ),
+    "frozen embedding in front of reentrant layers is CKPT005, not CKPT001": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 4)
+                self.embed.requires_grad_(False)
+                self.layer = nn.Linear(4, 4)
+            def forward(self, ids):
+                return checkpoint(self.layer, self.embed(ids), use_reentrant=True)
+        """,
+        {(9, "CKPT005")},
+    ),
+    "a tuple element returned by a router needs grad; a mask does not": (
+        """
+        class Router(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 4)
+            def forward(self, x):
+                scores = self.proj(x).softmax(-1)
+                mask = (scores > 0.5).detach()
+                return scores, mask
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.router = Router()
+                self.block = nn.Bilinear(4, 4, 4)
+            def forward(self, x):
+                h = self.stem(x)
+                scores, mask = self.router(h)
+                h = checkpoint(functools.partial(self.block, input2=mask), h, use_reentrant=True)
+                return checkpoint(functools.partial(self.block, input2=scores), h, use_reentrant=True)
+        """,
+        {(20, "CKPT003")},
+    ),
+    "captured parameter is fine, captured activation is not": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.w = nn.Parameter(torch.ones(4))
+                self.block = nn.Linear(4, 4)
+            def forward(self, x):
+                h = self.stem(x)
+                ctx = torch.tanh(self.stem(x))
+                h = checkpoint(lambda t: self.block(t) * self.w, h, use_reentrant=True)
+                return checkpoint(lambda t: self.block(t) * ctx, h, use_reentrant=True)
+        """,
+        {(12, "CKPT003")},
+    ),
+    "python random inside the region, numpy outside": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.lin = nn.Linear(4, 4)
+            def noisy(self, h):
+                return self.lin(h) * random.random()
+            def forward(self, x):
+                scale = random.random()
+                return checkpoint(self.noisy, self.stem(x), use_reentrant=False) * scale
+        """,
+        {(8, "CKPT002")},
+    ),
+    "eval-only cache updates are not training hazards": (
+        """
+        class Attention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 4)
+                self.cache = {}
+            def biases(self, key):
+                if self.training:
+                    return self.proj.weight
+                self.cache[key] = self.proj.weight
+                return self.cache[key]
+            def forward(self, x):
+                return self.proj(x) + self.biases("k").sum()
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.attn = Attention()
+            def forward(self, x):
+                return checkpoint(self.attn, self.stem(x), use_reentrant=False)
+        """,
+        set(),
+    ),
+    "a cache parameter the checkpoint call never passes": (
+        """
+        class Layer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 4)
+            def forward(self, x, cache=None):
+                if cache is not None:
+                    cache.append(x)
+                return self.proj(x)
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.layer = Layer()
+            def forward(self, x, cache):
+                h = checkpoint(self.layer, self.stem(x), use_reentrant=False)
+                return checkpoint(self.layer, h, cache, use_reentrant=False)
+        """,
+        {(8, "CKPT004")},
+    ),
+    "non-tensor module state is not an escaping tensor": (
+        """
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 4)
+            def forward(self, x):
+                self.shape = x.shape
+                self.calls = 1
+                self.last = self.proj(x)
+                return self.last
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.block = Block()
+            def forward(self, x):
+                return checkpoint(self.block, self.stem(x), use_reentrant=True)
+        """,
+        {(9, "CKPT007")},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_semantics(name):
+    body, expected = CASES[name]
+    assert findings(body) == expected
+
+
+def test_transformers_layer_keyword_depends_on_the_enabled_mode():
+    body = """
+        from transformers.modeling_layers import GradientCheckpointingLayer
+        class Layer(GradientCheckpointingLayer):
+            pass
+        class Decoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList([Layer() for _ in range(2)])
+            def forward(self, h, encoder_hidden_states):
+                for layer in self.layers:
+                    h = layer(h, encoder_hidden_states=encoder_hidden_states)
+                return h
+        class Seq2Seq(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.decoder = Decoder()
+        """
+    assert findings(body, transformers="5.23") == set()  # 5.x default: non-reentrant
+    assert findings(body, transformers="4.57") == {(12, "CKPT003")}  # 4.x default: use_reentrant=True
+    enabled = body + "\ndef train(model):\n    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': True})\n"
+    assert findings(enabled, transformers="5.23") == {(12, "CKPT003")}
