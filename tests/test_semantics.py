@@ -250,5 +250,5 @@ def test_transformers_layer_keyword_depends_on_the_enabled_mode():
         """
     assert findings(body, transformers="5.23") == set()  # 5.x default: non-reentrant
     assert findings(body, transformers="4.57") == {(11, "CKPT003")}  # 4.x default: use_reentrant=True
-    enabled = body + "\ndef train(model):\n    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': True})\n"
+    enabled = textwrap.dedent(body) + "\ndef train(model):\n    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': True})\n"
     assert findings(enabled, transformers="5.23") == {(11, "CKPT003")}
