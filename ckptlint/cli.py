@@ -95,6 +95,9 @@ def main() -> None:
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Result cache folder (default: .ckptlint_cache in the project).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: all cores).")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True, help="Colour the text output (auto: only on a terminal, never with NO_COLOR).")
+@click.option("--confirm", "confirm_findings", is_flag=True, help="Run each finding's module with and without checkpointing and report the evidence. This executes the project's code.")
+@click.option("--confirm-timeout", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True, metavar="SECONDS", help="With --confirm: time limit per target.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="With --confirm: where to run (auto: CUDA when available).")
 def check(
     paths: tuple[str, ...],
     select: tuple[str, ...],
@@ -117,6 +120,9 @@ def check(
     cache_dir: Optional[str],
     jobs: Optional[int],
     color: str,
+    confirm_findings: bool,
+    confirm_timeout: float,
+    device: str,
 ) -> None:
     """Lint PATHS (files, directories, or - for stdin; default: the current directory)."""
     from ckptlint.engine import lint
@@ -150,6 +156,10 @@ def check(
     finally:
         if cache:
             cache.close()
+    if confirm_findings and report.findings:
+        from ckptlint.confirm import confirm
+
+        confirm(report, settings=settings, timeout=confirm_timeout, device=device, jobs=jobs)
 
     use_color = color == "always" or (color == "auto" and output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ)
     options = RenderOptions(show_source=show_source, color=use_color, statistics=statistics, quiet=quiet)

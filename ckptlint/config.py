@@ -43,9 +43,11 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
 )  # fmt: skip
 
 
-# Which files get linted, and where results are cached, does not change a file's findings.
+# Which files get linted, where results are cached, and what `--confirm` runs do not change a
+# file's findings.
 _FILE_SELECTION_FIELDS = (
     "exclude", "extend_exclude", "respect_gitignore", "force_exclude", "cache_dir", "config_path",
+    "confirm_examples",
 )  # fmt: skip
 
 
@@ -65,6 +67,8 @@ class Settings:
     transformers_version: str | None = None
     checkpoint_functions: tuple[tuple[str, WrapperSpec], ...] = ()  # qualified name -> spec
     cache_dir: str | None = None
+    # [tool.ckptlint.confirm] examples: files with @ckptlint.example factories (absolute paths).
+    confirm_examples: tuple[str, ...] = ()
     project_root: Path | None = None  # directory holding the config file found
     config_path: Path | None = None
 
@@ -198,6 +202,9 @@ def load_settings(config_path: Path | None) -> Settings:
     }
     if "cache_dir" in values:  # relative to the config file, like every path in it
         values["cache_dir"] = str(path.parent / os.path.expanduser(values["cache_dir"]))
+    if "confirm" in values:
+        examples = values.pop("confirm")
+        values["confirm_examples"] = tuple(str(path.parent / os.path.expanduser(e)) for e in examples)
     return Settings(**values, project_root=path.parent, config_path=path)
 
 
@@ -325,6 +332,16 @@ def _checkpoint_functions(value: Any, key: _Key) -> tuple[tuple[str, WrapperSpec
     return tuple(entries)
 
 
+_CONFIRM_KEYS = ("examples",)
+
+
+def _confirm(value: Any, key: _Key) -> tuple[str, ...]:
+    """[tool.ckptlint.confirm]: only `examples`, a list of files (relative to the config)."""
+    table = _table(value, key)
+    _check_keys(table, _CONFIRM_KEYS, f"in {key}")
+    return _strings(table.get("examples", []), key.child("examples"))
+
+
 _KEYS: dict[str, Callable[[Any, _Key], Any]] = {
     "select": _codes,
     "extend-select": _codes,
@@ -339,6 +356,7 @@ _KEYS: dict[str, Callable[[Any, _Key], Any]] = {
     "transformers-version": _version,
     "checkpoint-functions": _checkpoint_functions,
     "cache-dir": _string,
+    "confirm": _confirm,
 }
 
 # Settings fields the command line passes as plain values (tables come only from files).

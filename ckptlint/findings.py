@@ -35,6 +35,20 @@ class FileError:
     message: str
 
 
+@dataclass(frozen=True)
+class Confirmation:
+    """What `--confirm` found when it ran a finding's code with and without checkpointing."""
+
+    verdict: str  # one of VERDICTS
+    evidence: tuple[str, ...]
+    target: str  # what was run, e.g. "src/model.py::Net"
+    device: str  # "cpu", "cuda", or "" when nothing ran
+
+
+CONFIRMED, NOT_REPRODUCED, COULD_NOT_RUN = "confirmed", "not reproduced", "could not run"
+VERDICTS = (CONFIRMED, NOT_REPRODUCED, COULD_NOT_RUN)
+
+
 @dataclass
 class LintReport:
     findings: list[Finding] = field(default_factory=list)
@@ -42,3 +56,5 @@ class LintReport:
     files_checked: int = 0
     # Checkpoint sites whose callee or mode the analysis could not resolve.
     unresolved_sites: int = 0
+    # Filled by `--confirm` only: the runtime verdict of each finding.
+    confirmations: dict[Finding, Confirmation] = field(default_factory=dict)

@@ -83,6 +83,8 @@ class ModuleSummary:
     instance_freezes: dict[str, Freeze] = field(default_factory=dict)
     # transformers checkpointing switched on here: (line, use_reentrant or None for the library default).
     hf_enables: list[tuple[int, Optional[bool]]] = field(default_factory=list)
+    # Classes built or passed around by helper functions (`return Block(...)`, registries): submodules.
+    factory_built: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -111,6 +113,7 @@ class ModuleSummary:
             aliases={n: Alias(**a) for n, a in data["aliases"].items()},
             instance_freezes={n: _freeze_from_json(f) for n, f in data["instance_freezes"].items()},
             hf_enables=[tuple(e) for e in data["hf_enables"]],
+            factory_built=tuple(data["factory_built"]),
         )
 
 
@@ -192,8 +195,29 @@ class _Summarizer:
         self.collect_instance_freezes(tree, path, "")
         return ModuleSummary(
             self.module, path, self.is_package, dict(self.imports), classes, tuple(functions), aliases, self.instance_freezes,
-            _hf_enables(tree),
+            _hf_enables(tree), self.factory_built(tree),
         )
+
+    def factory_built(self, tree: ast.Module) -> tuple[str, ...]:
+        """Classes that helper code builds or hands on rather than binding to a variable and running."""
+        built: list[str] = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Return) and node.value is not None:
+                candidates = [node.value]
+            elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+                candidates = list(node.elts)
+            elif isinstance(node, ast.Dict):
+                candidates = [v for v in node.values if v is not None]
+            elif isinstance(node, ast.Call):
+                candidates = [*node.args, *(k.value for k in node.keywords)]
+            else:
+                continue
+            for candidate in candidates:
+                target = candidate.func if isinstance(candidate, ast.Call) else candidate
+                name = self.qualify(target) if isinstance(target, (ast.Name, ast.Attribute)) else None
+                if name and name.startswith(self.module + ".") or (name and name in self.imports.values()):
+                    built.append(name)
+        return tuple(dict.fromkeys(built))
 
     def collect_instance_freezes(self, scope: ast.AST, path: str, function: str) -> None:
         """`model = Net(); for p in model.parameters(): p.requires_grad = False` in a script."""
@@ -559,7 +583,7 @@ class ProjectIndex:
         if self._constructed is None:
             self._constructed = frozenset(
                 self.canonical(ctor) for m in self.modules.values() for c in m.classes.values() for a in c.attrs.values() for ctor in a.constructors
-            )
+            ) | frozenset(self.canonical(name) for m in self.modules.values() for name in m.factory_built)
         return self._constructed
 
     def fingerprint(self) -> str:
@@ -568,5 +592,5 @@ class ProjectIndex:
         for name in sorted(self.modules):
             summary = self.modules[name]
             data = asdict(summary)
-            digest.update(json.dumps([name, data["imports"], data["classes"], data["functions"], data["aliases"], data["instance_freezes"], data["hf_enables"]], sort_keys=True, default=str).encode())
+            digest.update(json.dumps([name, data["imports"], data["classes"], data["functions"], data["aliases"], data["instance_freezes"], data["hf_enables"], data["factory_built"]], sort_keys=True, default=str).encode())
         return digest.hexdigest()

@@ -155,6 +155,33 @@ CASES = {
         """,
         {(8, "CKPT002")},
     ),
+    "a generator reseeded with an explicit seed inside the region is replayed": (
+        """
+        import numpy as np
+        class Sparse(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 4)
+                self.seed = 3
+            def forward(self, x):
+                np.random.seed(self.seed)
+                order = np.random.permutation(4)
+                return self.proj(x)[:, order]
+        class Unseeded(Sparse):
+            def forward(self, x):
+                return self.proj(x)[:, np.random.permutation(4)]
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.sparse = Sparse()
+                self.unseeded = Unseeded()
+            def forward(self, x):
+                h = checkpoint(self.sparse, self.stem(x), use_reentrant=False)
+                return checkpoint(self.unseeded, h, use_reentrant=False)
+        """,
+        {(15, "CKPT002")},
+    ),
     "eval-only cache updates are not training hazards": (
         """
         class Attention(nn.Module):

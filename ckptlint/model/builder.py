@@ -688,11 +688,10 @@ class ModelBuilder(ReadOnlyWalker):
             return join_grad([self.evaluate(a.value) for a in node.args if not a.star], f"`{_code(node)}`")
         module, name = self.index.split(func.qualname)
         if module is not None and name in module.functions:
-            # A project helper fed tensors returns a tensor (a loss, a mask); it needs grad if an input does.
             inputs = [self.evaluate(a.value) for a in node.args if not a.star]
             if any(isinstance(v, Tensor) for v in inputs):
-                needs = any(isinstance(v, Tensor) and v.grad is Grad.REQUIRED for v in inputs)
-                return Tensor(Grad.REQUIRED if needs else Grad.NONE, f"`{_code(node)}`") if needs else UNKNOWN
+                # A tensor, but maybe a mask built from an input's shape: whether it needs grad is open.
+                return Tensor(Grad.UNKNOWN, f"`{_code(node)}`")
         return Instance(func.qualname, node)
 
     def tensor_method(self, receiver: Tensor, method: str, node: cst.Call) -> Value:
@@ -877,7 +876,11 @@ class ModelBuilder(ReadOnlyWalker):
                 facts.torch_rng.append(Effect(node, f"`{_code(func)}()` draws from torch's RNG"))
             elif any(name == m or name.startswith(m + ".") for m in UNREPLAYED_RNG_MODULES):
                 module = next(m for m in UNREPLAYED_RNG_MODULES if name == m or name.startswith(m + "."))
-                facts.unreplayed_rng.append(Effect(node, f"`{_code(func)}()` draws from the `{module}` generator, which checkpoint never restores"))
+                if name == f"{module}.seed":
+                    if node.args:
+                        facts.reseeds.add(module)
+                else:
+                    facts.unreplayed_rng.append(Effect(node, f"`{_code(func)}()` draws from the `{module}` generator, which checkpoint never restores", module))
         elif isinstance(callee, LocalFunction) and callee.node is None:
             facts.method_calls.append(callee.qualname)
         for arg in node.args:
@@ -1031,11 +1034,16 @@ class ModelBuilder(ReadOnlyWalker):
 
     def hf_function_site(self, node: cst.Call) -> CheckpointSite:
         arguments = self.arguments(node.args)
+        owner = self.scope.class_qualname
+        if owner and any(name.startswith("diffusers.") for name in self.index.ancestors(owner)) or self.summary.name.startswith("diffusers."):
+            mode = Mode(False, FlagStatus.FIXED, "diffusers' enable_gradient_checkpointing() uses use_reentrant=False")
+        else:
+            mode = self.hf_configured_mode()
         positional = arguments.positional
         function = self.evaluate(positional[0].value) if positional and not positional[0].star else UNKNOWN
         inputs = positional[1:]
         return CheckpointSite(
-            ApiKind.HF_FUNC, "self._gradient_checkpointing_func", node, self.hf_configured_mode(), function, inputs,
+            ApiKind.HF_FUNC, "self._gradient_checkpointing_func", node, mode, function, inputs,
             input_values=tuple(self.evaluate(a.value) for a in inputs if not a.star), captured=self.captured(function),
         )
 

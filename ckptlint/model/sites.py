@@ -127,6 +127,7 @@ class DataSource:
 class Grad(enum.Enum):
     NONE = "cannot require grad"
     REQUIRED = "requires grad"
+    UNKNOWN = "may require grad"  # a tensor, but whether it needs grad is not known
 
 
 @dataclass(frozen=True)
@@ -238,6 +239,7 @@ class Effect:
 
     node: cst.CSTNode
     description: str
+    source: str = ""  # for RNG draws: the generator module ("random", "numpy.random")
 
 
 @dataclass(frozen=True)
@@ -267,6 +269,9 @@ class FunctionFacts:
     module_calls: list[ModuleObject] = field(default_factory=list)
     method_calls: list[str] = field(default_factory=list)  # qualnames of self.<method>() calls
     returns: Optional["Value"] = None  # merged over every `return`
+    # Generators this function reseeds with an explicit seed (`np.random.seed(self.seed)`): the
+    # recompute then replays their draws.
+    reseeds: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)

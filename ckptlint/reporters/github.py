@@ -31,7 +31,11 @@ def render(report: LintReport) -> str:
             "endColumn": f.end_column,
         }
         joined = ",".join(f"{key}={_escape_property(str(value))}" for key, value in props.items())
-        data = _escape_data(f"{path}:{f.line}:{f.column}: {f.code} {f.message}")
+        text = f"{path}:{f.line}:{f.column}: {f.code} {f.message}"
+        confirmation = report.confirmations.get(f)
+        if confirmation is not None:  # only with --confirm
+            text += f"\n= {confirmation.verdict}: {'; '.join(confirmation.evidence)}"
+        data = _escape_data(text)
         lines.append(f"::{_COMMAND[f.severity]} {joined}::{data}")
     for e in report.errors:
         path = normalize_path(e.path)

@@ -9,6 +9,7 @@ from urllib.parse import quote
 from ckptlint import __version__
 from ckptlint.findings import LintReport, Severity
 from ckptlint.reporters import RuleDoc, RuleMeta, normalize_path
+from ckptlint.reporters.json_report import confirmation_object
 
 _LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 
@@ -49,6 +50,9 @@ def render(report: LintReport, rules: Sequence[RuleMeta], rule_doc: RuleDoc) -> 
             "message": {"text": f"{f.message} {f.help}" if f.help else f.message},
             "locations": [location],
         }
+        confirmation = report.confirmations.get(f)
+        if confirmation is not None:  # only with --confirm
+            result["properties"] = {"confirmation": confirmation_object(confirmation)}
         # ruleIndex must point into driver.rules; omit it for codes not listed there.
         if f.code in index:
             result["ruleIndex"] = index[f.code]

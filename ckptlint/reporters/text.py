@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from typing import Optional, Sequence
 
-from ckptlint.findings import Finding, LintReport, Severity
+from ckptlint.findings import Confirmation, Finding, LintReport, Severity
 from ckptlint.reporters import ReadLines, RenderOptions, RuleMeta
 
 _SEVERITY_SGR = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.INFO: "36"}
@@ -33,7 +33,7 @@ def render(
         lines += _statistics(report, rules, paint)
     else:
         for finding in report.findings:
-            lines += _finding(finding, options.show_source, read_lines, paint)
+            lines += _finding(finding, options.show_source, read_lines, paint, report.confirmations.get(finding))
     error = paint("error", _BOLD, _SEVERITY_SGR[Severity.ERROR])
     lines += [f"{paint(e.path, _BOLD)}: {error}: {e.message}" for e in report.errors]
     if not options.quiet:
@@ -42,11 +42,13 @@ def render(
     return "\n".join(lines).rstrip("\n") + "\n" if lines else ""
 
 
-def _finding(f: Finding, show_source: bool, read_lines: ReadLines, paint: _Painter) -> list[str]:
+def _finding(f: Finding, show_source: bool, read_lines: ReadLines, paint: _Painter, confirmation: Optional[Confirmation] = None) -> list[str]:
     code = paint(f.code, _BOLD, _SEVERITY_SGR[f.severity])
     header = f"{paint(f.path, _BOLD)}:{f.line}:{f.column}: {code} {f.message}"
+    verdict = f"{paint(confirmation.verdict, _BOLD)}: {'; '.join(confirmation.evidence)}" if confirmation else ""
     if not show_source:
-        return [header, f"    help: {f.help}"] if f.help else [header]
+        block = [header, f"    help: {f.help}"] if f.help else [header]
+        return block + ([f"    = {verdict}"] if verdict else [])
 
     width = len(str(f.line))
     gutter = paint(" " * width + " |", _DIM)
@@ -67,6 +69,8 @@ def _finding(f: Finding, show_source: bool, read_lines: ReadLines, paint: _Paint
         ]
     if f.help:
         block.append(f"{paint(' ' * width + ' =', _DIM)} {paint('help', _BOLD)}: {f.help}")
+    if verdict:
+        block.append(f"{paint(' ' * width + ' =', _DIM)} {verdict}")
     return block + [""]
 
 

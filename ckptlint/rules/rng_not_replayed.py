@@ -33,8 +33,11 @@ class RngNotReplayed(Rule):
                         "used (measured: relative gradient error 0.7-2.0) and the global RNG stream shifts",
                         "drop `preserve_rng_state=False` (the default True replays torch's RNG, making Dropout exact)",
                     )
+            reseeded = {module for part in region.parts for module in part.facts.reseeds}
             for part in region.parts:
                 for effect in part.facts.unreplayed_rng:
+                    if effect.source in reseeded:
+                        continue  # reseeded with an explicit seed inside the region: the recompute replays it
                     yield Diagnostic(
                         effect.node,
                         f"{effect.description} inside the region checkpointed by `{callee_name(site)}`: the recompute draws a "

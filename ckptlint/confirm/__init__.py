@@ -1,0 +1,113 @@
+"""Runtime confirmation: run each finding's code with and without checkpointing and compare.
+
+- `confirm(report, ...)`: what `ckptlint check --confirm` does after linting. Each target runs in
+  its own child process with a deadline; the verdict of every finding lands in
+  `report.confirmations`.
+- `compare(model, *args, **kwargs)`: the same A/B comparison in-process, for a project's own
+  tests: `assert compare(model, x).identical`.
+- `example(Target)`: a decorator for factories that tell `--confirm` how to build a target.
+
+Importing this package does not import torch; `compare()` and the child processes do.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
+from ckptlint.confirm import targets
+from ckptlint.confirm.registry import example
+from ckptlint.findings import COULD_NOT_RUN, Confirmation, Finding, LintReport
+
+if TYPE_CHECKING:
+    from ckptlint.config import Settings
+    from ckptlint.confirm.ab import ComparisonReport
+
+__all__ = ["DEFAULT_TIMEOUT", "compare", "compare_call", "confirm", "example"]
+
+DEFAULT_TIMEOUT = 120.0
+# Side effects (caches appended by the recompute, aux losses) can need a second step to show.
+_TWO_STEP_CODES = ("CKPT004", "CKPT007")
+
+
+def confirm(
+    report: LintReport,
+    *,
+    settings: Optional["Settings"] = None,
+    examples: Sequence[str] = (),
+    timeout: float = DEFAULT_TIMEOUT,
+    device: str = "auto",
+    jobs: Optional[int] = None,
+) -> dict[Finding, Confirmation]:
+    """Run the code of every finding in `report` (this executes the project's code) and record a
+    verdict per finding in `report.confirmations` (also returned).
+
+    `examples`: files with `@ckptlint.example` factories, on top of `settings.confirm_examples`.
+    `timeout`: seconds per target; `device`: "auto" (CUDA when available), "cpu" or "cuda"."""
+    from ckptlint.confirm import pool
+
+    example_files = tuple(os.path.abspath(e) for e in (*examples, *(settings.confirm_examples if settings else ())))
+    confirmations: dict[Finding, Confirmation] = {}
+    groups: dict[targets.Target, list[Finding]] = {}
+    for finding in report.findings:
+        if not os.path.isfile(finding.path):
+            confirmations[finding] = Confirmation(COULD_NOT_RUN, ("the code has no file to import (read from stdin)",), "", "")
+            continue
+        target = targets.resolve(finding.path, finding.line, example_files)
+        if isinstance(target, targets.Unrunnable):
+            label = f"{finding.path}::{target.label}" if target.label else finding.path
+            confirmations[finding] = Confirmation(COULD_NOT_RUN, (target.reason,), label, "")
+        else:
+            groups.setdefault(target, []).append(finding)
+    shown = {target: findings[0].path for target, findings in groups.items()}
+    jobs_list = [_job(target, findings, example_files, device) for target, findings in groups.items()]
+    results = pool.run_jobs(jobs_list, timeout=timeout, parallel=jobs or os.cpu_count() or 1)
+    for (target, findings), result in zip(groups.items(), results):
+        label = target.label(shown[target])
+        for finding, verdict in zip(findings, result["verdicts"]):
+            evidence = tuple(verdict["evidence"])
+            if target.via and verdict["verdict"] != COULD_NOT_RUN:
+                evidence += (f"target chosen because {target.via}",)
+            confirmations[finding] = Confirmation(verdict["verdict"], evidence, label, result.get("device", ""))
+    report.confirmations.update(confirmations)
+    return confirmations
+
+
+def _job(target: targets.Target, findings: Sequence[Finding], examples: Sequence[str], device: str) -> dict[str, Any]:
+    return {
+        "path": target.path,
+        "kind": target.kind,
+        "qualname": target.qualname,
+        "method": target.method,
+        "builders": list(target.builders),
+        "constructs": list(target.constructs),
+        "findings": [{"code": f.code, "line": f.line, "end_line": f.end_line} for f in findings],
+        "examples": list(examples),
+        "device": device,
+        "steps": 2 if any(f.code in _TWO_STEP_CODES for f in findings) else 1,
+        "cwd": os.getcwd(),
+        "sys_path": [os.getcwd()],
+    }
+
+
+def compare(model: Any, *args: Any, **kwargs: Any) -> "ComparisonReport":
+    """Run `model(*args, **kwargs)` and one backward twice from the same weights, inputs and seeds:
+    as written, and with every checkpoint call made direct. The report says whether the
+    checkpointed model trains exactly like its non-checkpointed twin (`.identical`,
+    `.assert_identical()`) and, if not, how it differs (`.evidence()`). Imports torch."""
+    from ckptlint.confirm.ab import compare as run_compare
+
+    return run_compare(model, *args, **kwargs)
+
+
+def compare_call(model: Any, args: Sequence[Any] = (), kwargs: Optional[dict[str, Any]] = None, **options: Any) -> "ComparisonReport":
+    """`compare()` with options: `call=` (a training function run instead of `model(...)`),
+    `steps=`, `rtol=`, `atol=`. See `ckptlint.confirm.ab.compare_call`."""
+    from ckptlint.confirm.ab import compare_call as run_compare_call
+
+    return run_compare_call(model, args, kwargs, **options)
+
+
+def _loaded_torch() -> bool:  # for tests: static linting must never import torch
+    return "torch" in sys.modules

@@ -1,0 +1,961 @@
+"""The A/B run behind `--confirm` and `ckptlint.confirm.compare()`, its diff and the verdicts.
+
+Run A executes the code as written, with every checkpoint call recorded. Run B (the reference)
+replaces every checkpoint call by a direct call — in `torch.utils.checkpoint`, in every loaded
+module that bound the function by name, in `functools.partial`s of it (module globals and module
+attributes, e.g. transformers' `_gradient_checkpointing_func`) — and switches transformers'
+gradient checkpointing flags off. Both runs start from the same weights, inputs and RNG seeds;
+then gradients, buffers, RNG streams, tensor attributes and containers are diffed.
+
+This module imports torch: only the confirm child process and `compare()` load it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import functools
+import math
+import os
+import random
+import sys
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+import torch
+import torch.utils.checkpoint as _torch_checkpoint
+
+from ckptlint.findings import CONFIRMED, COULD_NOT_RUN, NOT_REPRODUCED
+
+REAL_CHECKPOINT = _torch_checkpoint.checkpoint
+REAL_SEQUENTIAL = _torch_checkpoint.checkpoint_sequential
+CONTROL_KEYWORDS = ("use_reentrant", "preserve_rng_state", "context_fn", "determinism_check", "debug", "early_stop")
+SEED = 0
+
+# Tolerances for "the same gradient". On CPU both runs execute the same kernels in the same order;
+# the only legitimate difference is float reassociation when the recompute fuses differently.
+# Measured (shared/truth/FINDINGS.md): every correct case was bit-identical or within 1e-8, while
+# every bug changed some gradient by 2 % to 900 % relative. rtol 1e-5 / atol 1e-7 sits three
+# orders of magnitude above the noise and three below the smallest signal. On CUDA some backward
+# kernels (atomics in index_add/scatter, cuDNN algorithm choice) are not deterministic, so the
+# relative tolerance is 1e-3, still 20x below the smallest measured bug.
+TOLERANCES = {"cpu": (1e-5, 1e-7), "cuda": (1e-3, 1e-5)}
+
+_SKIP_FRAME_DIRS = tuple(
+    os.path.dirname(os.path.abspath(p)) + os.sep
+    for p in (torch.__file__, __file__)
+)
+_SKIP_FRAME_FILES = (functools.__file__, contextlib.__file__)
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module()).keys())
+_THIS_MODULE = sys.modules[__name__]
+
+
+# --- what a run records ----------------------------------------------------------------------------
+
+
+@dataclass
+class CallRecord:
+    """One checkpoint call in run A."""
+
+    api: str  # "checkpoint" or "checkpoint_sequential"
+    function: str
+    path: Optional[str]
+    line: Optional[int]
+    use_reentrant: Optional[bool]  # as passed; None: omitted
+    effective_reentrant: bool
+    preserve_rng_state: bool
+    grad_enabled: bool
+    positional_tensors: int
+    positional_requires_grad: bool
+    tensor_kwargs: list[str] = field(default_factory=list)
+    bound_tensors: list[str] = field(default_factory=list)  # partial / closure / module attribute
+    output_type: str = ""
+    warnings: list[str] = field(default_factory=list)
+    error: Optional[str] = None
+
+    def where(self) -> str:
+        return f"{os.path.basename(self.path)}:{self.line}" if self.path else "?"
+
+
+@dataclass
+class RunOutcome:
+    error: Optional[str] = None  # "phase: Type: message"
+    grads: dict[str, Optional[torch.Tensor]] = field(default_factory=dict)
+    buffers: dict[str, torch.Tensor] = field(default_factory=dict)
+    rng: dict[str, Any] = field(default_factory=dict)
+    generators: dict[str, torch.Tensor] = field(default_factory=dict)
+    attributes: dict[str, bool] = field(default_factory=dict)  # requires_grad at the end of forward
+    containers: dict[str, str] = field(default_factory=dict)  # lengths / structure after backward
+    calls: list[CallRecord] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    backward: list[bool] = field(default_factory=list)  # per step: did we backpropagate a loss
+    steps: int = 0
+    initial: Optional[dict[str, torch.Tensor]] = None  # state_dict before the first step
+
+
+# --- patching: record (A) or bypass (B) every checkpoint call -------------------------------------
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Frames in these folders are library code between the user's call and the checkpoint."""
+    dirs = list(_SKIP_FRAME_DIRS)
+    for name in ("transformers", "accelerate", "peft"):
+        module = sys.modules.get(name)
+        if getattr(module, "__file__", None):
+            dirs.append(os.path.dirname(os.path.abspath(module.__file__)) + os.sep)
+    return tuple(dirs)
+
+
+def _user_frame() -> tuple[Optional[str], Optional[int]]:
+    """File and line of the user code that (maybe through library code) called checkpoint."""
+    skip_dirs = _library_dirs()
+    frame = sys._getframe(2)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not (filename.startswith(skip_dirs) or filename in _SKIP_FRAME_FILES):
+            return filename, frame.f_lineno
+        frame = frame.f_back
+    return None, None
+
+
+def _describe_function(function: Any) -> str:
+    if isinstance(function, functools.partial):
+        return f"partial({_describe_function(function.func)})"
+    if isinstance(function, torch.nn.Module):
+        return type(function).__name__
+    owner = getattr(function, "__self__", None)
+    if isinstance(owner, torch.nn.Module):
+        return f"{type(owner).__name__}.{getattr(function, '__name__', '?')}"
+    return getattr(function, "__qualname__", type(function).__name__)
+
+
+def _tensor_note(tensor: torch.Tensor) -> str:
+    if not tensor.requires_grad:
+        return "no grad"
+    return "requires grad, leaf" if tensor.grad_fn is None else "requires grad, non-leaf"
+
+
+def _bound_tensors(function: Any) -> list[str]:
+    """Tensors that need grad and reach `function` other than as arguments."""
+    found: list[str] = []
+    while isinstance(function, functools.partial):
+        for i, value in enumerate(function.args):
+            if isinstance(value, torch.Tensor) and value.requires_grad:
+                found.append(f"partial argument {i} ({_tensor_note(value)})")
+        for key, value in function.keywords.items():
+            if isinstance(value, torch.Tensor) and value.requires_grad:
+                found.append(f"partial keyword `{key}` ({_tensor_note(value)})")
+        function = function.func
+    code = getattr(function, "__code__", None)
+    for name, cell in zip(getattr(code, "co_freevars", ()), getattr(function, "__closure__", None) or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            continue
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            found.append(f"closure variable `{name}` ({_tensor_note(value)})")
+    module = function if isinstance(function, torch.nn.Module) else getattr(function, "__self__", None)
+    if isinstance(module, torch.nn.Module):
+        for prefix, sub in module.named_modules():
+            for key, value in vars(sub).items():
+                if key in _MODULE_INTERNALS or not isinstance(value, torch.Tensor):
+                    continue
+                if value.requires_grad and value.grad_fn is not None:
+                    where = f"{prefix}.{key}" if prefix else key
+                    found.append(f"module attribute `{where}` ({_tensor_note(value)})")
+    return found
+
+
+class _Recorder:
+    """Run A's stand-ins: call the real function, record the call."""
+
+    def __init__(self, outcome: RunOutcome) -> None:
+        self.outcome = outcome
+
+    def _record(self, api: str, function: Any, positional: Sequence[Any], kwargs: dict, use_reentrant: Optional[bool]) -> CallRecord:
+        path, line = _user_frame()
+        tensors = [a for a in positional if isinstance(a, torch.Tensor)]
+        record = CallRecord(
+            api=api,
+            function=_describe_function(function),
+            path=path,
+            line=line,
+            use_reentrant=use_reentrant,
+            # torch 2.x: an omitted use_reentrant warns and then means True.
+            effective_reentrant=True if use_reentrant is None else bool(use_reentrant),
+            preserve_rng_state=bool(kwargs.get("preserve_rng_state", True)),
+            grad_enabled=torch.is_grad_enabled(),
+            positional_tensors=len(tensors),
+            positional_requires_grad=any(t.requires_grad for t in tensors),
+            tensor_kwargs=[
+                f"`{k}` ({_tensor_note(v)})"
+                for k, v in kwargs.items()
+                if k not in CONTROL_KEYWORDS and isinstance(v, torch.Tensor)
+            ],
+            bound_tensors=_bound_tensors(function),
+        )
+        self.outcome.calls.append(record)
+        return record
+
+    def _call(self, record: CallRecord, real: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                result = real(*args, **kwargs)
+            except BaseException as error:
+                record.error = f"{type(error).__name__}: {error}"
+                raise
+            finally:
+                for w in caught:
+                    text = str(w.message)
+                    if text not in record.warnings:
+                        record.warnings.append(text)
+                    self.outcome.warnings.append(text)
+        record.output_type = type(result).__name__
+        return result
+
+    def checkpoint(self, function: Any, *args: Any, use_reentrant: Optional[bool] = None, **kwargs: Any) -> Any:
+        record = self._record("checkpoint", function, args, kwargs, use_reentrant)
+        return self._call(record, REAL_CHECKPOINT, function, *args, use_reentrant=use_reentrant, **kwargs)
+
+    def checkpoint_sequential(self, functions: Any, segments: Any, input: Any, use_reentrant: Optional[bool] = None, **kwargs: Any) -> Any:
+        record = self._record("checkpoint_sequential", functions, [input], kwargs, use_reentrant)
+        return self._call(record, REAL_SEQUENTIAL, functions, segments, input, use_reentrant=use_reentrant, **kwargs)
+
+
+def direct_checkpoint(function: Any, *args: Any, **kwargs: Any) -> Any:
+    """`checkpoint(fn, *a, **kw)` without checkpointing: `fn(*a, **kw)`."""
+    for key in CONTROL_KEYWORDS:
+        kwargs.pop(key, None)
+    return function(*args, **kwargs)
+
+
+def direct_checkpoint_sequential(functions: Any, segments: Any, input: Any, use_reentrant: Optional[bool] = None, **kwargs: Any) -> Any:
+    if isinstance(functions, torch.nn.Sequential):
+        functions = list(functions.children())
+    for function in functions:
+        input = function(input)
+    return input
+
+
+def _rebound(value: Any, replacements: dict[int, Callable[..., Any]]) -> Any:
+    """The replacement for `value` if it is (a partial of) a real checkpoint function, else None."""
+    if id(value) in replacements:
+        return replacements[id(value)]
+    if isinstance(value, functools.partial) and id(value.func) in replacements:
+        return functools.partial(replacements[id(value.func)], *value.args, **value.keywords)
+    return None
+
+
+class _Patches:
+    """Swap every binding of the real checkpoint functions; undo on exit."""
+
+    def __init__(self, replacements: dict[int, Callable[..., Any]]) -> None:
+        self.replacements = replacements
+        self.undo: list[tuple[Any, str, Any]] = []
+
+    def patch_namespace(self, owner: Any, namespace: dict) -> None:
+        ids, partial = self.replacements, functools.partial
+        # A fast scan first: most namespaces hold no binding at all (torch alone has ~200k names).
+        hits = [
+            (key, value)
+            for key, value in namespace.items()
+            if id(value) in ids or (type(value) is partial and id(value.func) in ids)
+        ]
+        for key, value in hits:
+            new = _rebound(value, self.replacements)
+            if new is not None:
+                self.undo.append((owner, key, value))
+                setattr(owner, key, new)
+
+    def patch_modules(self) -> None:
+        for module in list(sys.modules.values()):
+            if module is _THIS_MODULE:
+                continue  # keeps REAL_CHECKPOINT, which the recorder calls
+            try:
+                namespace = vars(module)
+            except TypeError:
+                continue
+            self.patch_namespace(module, namespace)
+
+    def patch_model(self, model: Any) -> None:
+        if isinstance(model, torch.nn.Module):
+            for sub in model.modules():
+                self.patch_namespace(sub, vars(sub))
+
+    def restore(self) -> None:
+        for owner, key, value in reversed(self.undo):
+            try:
+                setattr(owner, key, value)
+            except Exception:
+                pass
+        self.undo.clear()
+
+
+def _disable_hf_checkpointing(model: Any) -> None:
+    """transformers checks `self.gradient_checkpointing` (and forces use_cache=False); turn it off."""
+    if not isinstance(model, torch.nn.Module):
+        return
+    for sub in model.modules():
+        if getattr(sub, "gradient_checkpointing", None) is True and hasattr(sub, "_gradient_checkpointing_func"):
+            sub.gradient_checkpointing = False
+
+
+@contextlib.contextmanager
+def _hf_enable_disabled() -> Iterator[None]:
+    """In run B, `gradient_checkpointing_enable()` still runs (its hooks, its warnings) but leaves
+    checkpointing off."""
+    modeling_utils = sys.modules.get("transformers.modeling_utils")
+    base = getattr(modeling_utils, "PreTrainedModel", None)
+    originals = []
+    for name in ("gradient_checkpointing_enable", "activation_checkpointing_enable"):
+        original = getattr(base, name, None) if base is not None else None
+        if original is None:
+            continue
+
+        def enable_then_disable(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            result = _original(self, *args, **kwargs)
+            _disable_hf_checkpointing(self)
+            return result
+
+        originals.append((name, original))
+        setattr(base, name, enable_then_disable)
+    try:
+        yield
+    finally:
+        for name, original in originals:
+            setattr(base, name, original)
+
+
+@contextlib.contextmanager
+def direct_calls(model: Any = None) -> Iterator[None]:
+    """Run B's patches alone (checkpoint calls made direct, transformers' checkpointing off)."""
+    patches = _Patches({id(REAL_CHECKPOINT): direct_checkpoint, id(REAL_SEQUENTIAL): direct_checkpoint_sequential})
+    try:
+        with _hf_enable_disabled():
+            patches.patch_modules()
+            patches.patch_model(model)
+            _disable_hf_checkpointing(model)
+            yield
+    finally:
+        patches.restore()
+
+
+class _BackwardCounter:
+    """Counts autograd passes started by the code under test (a training function's own backward)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._backward = torch.autograd.backward
+        self._grad = torch.autograd.grad
+
+    def __enter__(self) -> "_BackwardCounter":
+        original_backward, original_grad = self._backward, self._grad
+
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return original_backward(*args, **kwargs)
+
+        def grad(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return original_grad(*args, **kwargs)
+
+        torch.autograd.backward, torch.autograd.grad = backward, grad
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        torch.autograd.backward, torch.autograd.grad = self._backward, self._grad
+
+
+# --- one run --------------------------------------------------------------------------------------
+
+
+# make() -> (model or None, step) where step() runs one forward (or one training step) and returns its output.
+Make = Callable[[], tuple[Any, Callable[[], Any]]]
+
+
+def seed_everything(seed: int = SEED) -> None:
+    torch.manual_seed(seed)
+    random.seed(seed)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(seed)
+
+
+def _error_text(phase: str, error: BaseException) -> str:
+    message = str(error).strip()
+    if len(message) > 400:
+        message = message[:400] + "..."
+    return f"{phase}: {type(error).__name__}: {message}" if message else f"{phase}: {type(error).__name__}"
+
+
+def _iter_tensors(value: Any, depth: int = 0) -> Iterator[torch.Tensor]:
+    if depth > 4:
+        return
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _iter_tensors(item, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _iter_tensors(item, depth + 1)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            yield from _iter_tensors(getattr(value, f.name, None), depth + 1)
+
+
+def _loss_tensors(output: Any) -> list[torch.Tensor]:
+    """The tensors a loss is built from: the output's own `loss` if it has one, else every float tensor."""
+    loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+    if isinstance(loss, torch.Tensor) and loss.is_floating_point():
+        return [loss]
+    return [t for t in _iter_tensors(output) if t.is_floating_point()]
+
+
+def _needs_backward(output: Any) -> bool:
+    return any(t.requires_grad for t in _loss_tensors(output))
+
+
+def loss_of(output: Any) -> torch.Tensor:
+    """A scalar that depends on every float output: each tensor projected on fixed random weights
+    (a plain sum would have zero gradient through a softmax output)."""
+    total: Optional[torch.Tensor] = None
+    for i, tensor in enumerate(_loss_tensors(output)):
+        generator = torch.Generator().manual_seed(1000 + i)
+        weights = torch.randn(tensor.shape, generator=generator).to(tensor.device)
+        term = (tensor.float() * weights).mean()
+        total = term if total is None else total + term
+    return total if total is not None else torch.zeros(())
+
+
+def _structure(value: Any, path: str, out: dict[str, str], depth: int = 0) -> None:
+    """Container shapes of a step's return value (None, lengths), not tensor values."""
+    if depth > 3 or len(out) > 64:
+        return
+    if value is None:
+        out[path] = "None"
+    elif isinstance(value, (list, tuple, dict)):
+        out[path] = f"{type(value).__name__} of {len(value)}"
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in list(items)[:16]:
+            _structure(item, f"{path}[{key!r}]" if isinstance(value, dict) else f"{path}[{key}]", out, depth + 1)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out[path] = type(value).__name__
+        for f in dataclasses.fields(value):
+            _structure(getattr(value, f.name, None), f"{path}.{f.name}", out, depth + 1)
+    elif type(value).__name__.endswith("Cache") and hasattr(value, "__len__"):
+        out[path] = f"{type(value).__name__} of {len(value)}"
+
+
+def _module_containers(model: Any, out: dict[str, str]) -> None:
+    if not isinstance(model, torch.nn.Module):
+        return
+    for prefix, sub in model.named_modules():
+        for key, value in vars(sub).items():
+            if key in _MODULE_INTERNALS or key.startswith("__"):
+                continue
+            if isinstance(value, (list, dict, set)) or (type(value).__name__ == "deque"):
+                name = f"{prefix}.{key}" if prefix else key
+                out[name] = f"{type(value).__name__} of {len(value)}"
+
+
+def _attribute_grads(model: Any) -> dict[str, bool]:
+    """requires_grad of the tensors that modules hold as plain attributes (or in lists/dicts)."""
+    found: dict[str, bool] = {}
+    if not isinstance(model, torch.nn.Module):
+        return found
+    for prefix, sub in model.named_modules():
+        for key, value in vars(sub).items():
+            if key in _MODULE_INTERNALS:
+                continue
+            name = f"{prefix}.{key}" if prefix else key
+            if isinstance(value, torch.Tensor):
+                found[name] = value.requires_grad
+            elif isinstance(value, (list, tuple)):
+                for i, item in enumerate(value[:8]):
+                    if isinstance(item, torch.Tensor):
+                        found[f"{name}[{i}]"] = item.requires_grad
+            elif isinstance(value, dict):
+                for k, item in list(value.items())[:8]:
+                    if isinstance(item, torch.Tensor):
+                        found[f"{name}[{k!r}]"] = item.requires_grad
+    return found
+
+
+def _generators(model: Any) -> dict[str, torch.Tensor]:
+    found: dict[str, torch.Tensor] = {}
+    if isinstance(model, torch.nn.Module):
+        for prefix, sub in model.named_modules():
+            for key, value in vars(sub).items():
+                if isinstance(value, torch.Generator):
+                    found[f"{prefix}.{key}" if prefix else key] = value.get_state().clone()
+    return found
+
+
+def _rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"torch": torch.get_rng_state().clone(), "Python random": random.getstate()}
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        kind, keys, pos, has_gauss, cached = numpy.random.get_state()
+        state["numpy"] = (kind, bytes(keys.tobytes()), pos, has_gauss, cached)
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["torch.cuda"] = [s.clone() for s in torch.cuda.get_rng_state_all()]
+    return state
+
+
+def _same_rng(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(_same_rng(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def run(make: Make, *, reference: bool, steps: int, plan: Optional[list[bool]] = None,
+        initial_state: Optional[dict[str, torch.Tensor]] = None) -> tuple[RunOutcome, Any]:
+    """One run. `plan`: run B's per-step backward decisions, which run A follows.
+    Returns the outcome and the model (for the caller to snapshot or discard)."""
+    outcome = RunOutcome()
+    recorder = _Recorder(outcome)
+    if reference:
+        replacements = {id(REAL_CHECKPOINT): direct_checkpoint, id(REAL_SEQUENTIAL): direct_checkpoint_sequential}
+    else:
+        replacements = {id(REAL_CHECKPOINT): recorder.checkpoint, id(REAL_SEQUENTIAL): recorder.checkpoint_sequential}
+    patches = _Patches(replacements)
+    model = None
+    snapshot: dict[str, bool] = {}
+    hf = _hf_enable_disabled() if reference else contextlib.nullcontext()
+    with warnings.catch_warnings(record=True) as caught, hf:
+        warnings.simplefilter("always")
+        patches.patch_modules()
+        try:
+            seed_everything()
+            try:
+                model, step = make()
+            except BaseException as error:
+                if isinstance(error, (KeyboardInterrupt, SystemExit)):
+                    raise
+                outcome.error = _error_text("building the model", error)
+                return outcome, None
+            patches.patch_model(model)
+            if reference:
+                _disable_hf_checkpointing(model)
+            if initial_state is not None and isinstance(model, torch.nn.Module):
+                _align(model, initial_state)
+            outcome.initial = _state_of(model)
+            hook = None
+            if isinstance(model, torch.nn.Module):
+                def take_snapshot(module: Any, inputs: Any, output: Any) -> None:
+                    snapshot.clear()
+                    snapshot.update(_attribute_grads(module))
+
+                hook = model.register_forward_hook(take_snapshot)
+            seed_everything()
+            output = None
+            try:
+                for index in range(steps):
+                    phase = f"step {index + 1}" if steps > 1 else "forward"
+                    try:
+                        with _BackwardCounter() as counter:
+                            output = step()
+                    except BaseException as error:
+                        if isinstance(error, (KeyboardInterrupt, SystemExit)):
+                            raise
+                        outcome.error = _error_text(phase, error)
+                        break
+                    if plan is not None:
+                        do_backward = plan[index] if index < len(plan) else False
+                    else:
+                        do_backward = counter.count == 0 and _needs_backward(output)
+                    outcome.backward.append(do_backward)
+                    if do_backward:
+                        try:
+                            loss_of(output).backward()
+                        except BaseException as error:
+                            if isinstance(error, (KeyboardInterrupt, SystemExit)):
+                                raise
+                            outcome.error = _error_text(f"{phase} backward" if steps > 1 else "backward", error)
+                            break
+                    outcome.steps = index + 1
+            finally:
+                if hook is not None:
+                    hook.remove()
+            _collect(outcome, model, output, snapshot)
+        finally:
+            patches.restore()
+    for w in caught:
+        outcome.warnings.append(str(w.message))
+    return outcome, model
+
+
+def _align(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """Start from exactly the reference weights (constructors that are not deterministic)."""
+    current = model.state_dict()
+    if current.keys() == state.keys() and all(torch.equal(current[k], state[k]) for k in state):
+        return
+    model.load_state_dict(state)
+
+
+def _state_of(model: Any) -> Optional[dict[str, torch.Tensor]]:
+    if not isinstance(model, torch.nn.Module):
+        return None
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _collect(outcome: RunOutcome, model: Any, output: Any, snapshot: dict[str, bool]) -> None:
+    if isinstance(model, torch.nn.Module):
+        outcome.grads = {
+            name: None if p.grad is None else p.grad.detach().clone()
+            for name, p in model.named_parameters()
+            if p.requires_grad
+        }
+        outcome.buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
+        outcome.generators = _generators(model)
+        _module_containers(model, outcome.containers)
+    outcome.attributes = dict(snapshot)
+    _structure(output, "return value", outcome.containers)
+    outcome.rng = _rng_state()
+
+
+# --- the comparison --------------------------------------------------------------------------------
+
+
+@dataclass
+class ComparisonReport:
+    """Run A (checkpointing as written) against run B (every checkpoint call made direct)."""
+
+    steps: int
+    device: str
+    rtol: float
+    atol: float
+    error_with: Optional[str] = None  # exception raised only... in A
+    error_without: Optional[str] = None
+    grad_none_with: list[tuple[str, float]] = field(default_factory=list)  # (param, |grad| in B)
+    grad_unexpected_with: list[str] = field(default_factory=list)
+    grad_differences: list[tuple[str, float, float]] = field(default_factory=list)  # (param, rel, max |Δ|)
+    params_compared: int = 0
+    buffer_differences: list[tuple[str, float]] = field(default_factory=list)
+    buffers_compared: int = 0
+    rng_drift: list[str] = field(default_factory=list)
+    rng_compared: list[str] = field(default_factory=list)
+    attribute_differences: list[tuple[str, bool, Optional[bool]]] = field(default_factory=list)
+    attributes_compared: int = 0
+    container_differences: list[tuple[str, str, str]] = field(default_factory=list)
+    containers_compared: int = 0
+    calls: list[CallRecord] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def identical(self) -> bool:
+        """True when the checkpointed run trains exactly like its direct twin."""
+        return not (
+            self.error_with or self.error_without or self.grad_none_with or self.grad_unexpected_with
+            or self.grad_differences or self.buffer_differences or self.rng_drift
+            or self.attribute_differences or self.container_differences
+        )
+
+    # Evidence strings, grouped by kind, for verdicts and messages.
+
+    def exception_evidence(self) -> list[str]:
+        if self.error_with and not self.error_without:
+            return [f"{self.error_with} with checkpointing; no exception without"]
+        return []
+
+    def none_grad_evidence(self) -> list[str]:
+        lines = [f"{name}: grad None with checkpointing; |grad| {norm:.3g} without" for name, norm in self.grad_none_with[:4]]
+        if len(self.grad_none_with) > 4:
+            lines.append(f"{len(self.grad_none_with) - 4} more parameters: grad None with checkpointing only")
+        lines += [f"{name}: grad set with checkpointing; None without" for name in self.grad_unexpected_with[:4]]
+        return lines
+
+    def grad_difference_evidence(self) -> list[str]:
+        if not self.grad_differences:
+            return []
+        worst = sorted(self.grad_differences, key=lambda d: -d[1])
+        lines = [f"{name}: gradient differs, relative {rel:.3g} (max |Δ| {diff:.3g})" for name, rel, diff in worst[:3]]
+        lines.append(f"{len(worst)} of {self.params_compared} parameter gradients differ beyond rtol {self.rtol:g}, atol {self.atol:g}")
+        return lines
+
+    def buffer_evidence(self) -> list[str]:
+        return [f"buffer {name}: differs after the step (max |Δ| {diff:.3g})" for name, diff in self.buffer_differences[:4]]
+
+    def rng_evidence(self) -> list[str]:
+        return [f"{name} stream differs after the step: the recompute drew again" for name in self.rng_drift]
+
+    def attribute_evidence(self) -> list[str]:
+        lines = []
+        for name, with_, without in self.attribute_differences[:4]:
+            if without is None:
+                lines.append(f"{name}: tensor attribute only with checkpointing")
+            else:
+                lines.append(f"{name}: requires_grad {with_} with checkpointing at the end of forward; {without} without")
+        return lines
+
+    def container_evidence(self) -> list[str]:
+        return [f"{name}: {a} with checkpointing after backward; {b} without" for name, a, b in self.container_differences[:4]]
+
+    def evidence(self) -> list[str]:
+        """Every difference, most telling first."""
+        if self.error_without:
+            return [f"{self.error_without} without checkpointing too"]
+        lines = self.exception_evidence()
+        if self.error_with:
+            return lines
+        return (
+            lines + self.none_grad_evidence() + self.grad_difference_evidence() + self.buffer_evidence()
+            + self.rng_evidence() + self.attribute_evidence() + self.container_evidence()
+        )
+
+    def compared(self) -> str:
+        """What was compared, for a "not reproduced" verdict."""
+        parts = [
+            f"{self.params_compared} parameter gradients (rtol {self.rtol:g}, atol {self.atol:g})",
+            f"{self.buffers_compared} buffers",
+            f"RNG streams ({', '.join(self.rng_compared)})",
+            f"{self.attributes_compared} tensor attributes",
+            f"{self.containers_compared} containers",
+        ]
+        return f"same exceptions (none), {', '.join(parts)} after {self.steps} step(s) on {self.device}: all equal"
+
+    def assert_identical(self) -> None:
+        if not self.identical:
+            raise AssertionError("checkpointed run differs from its direct twin:\n  " + "\n  ".join(self.evidence()))
+
+    def __str__(self) -> str:
+        if self.identical:
+            return f"identical: {self.compared()}"
+        return "differs:\n  " + "\n  ".join(self.evidence())
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["identical"] = self.identical
+        return data
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
+    diff = (a.double() - b.double()).abs().max().item() if a.numel() else 0.0
+    scale = b.double().abs().max().item() if b.numel() else 0.0
+    return (diff / scale if scale else math.inf if diff else 0.0), diff
+
+
+def diff(a: RunOutcome, b: RunOutcome, *, steps: int, device: str, rtol: float, atol: float) -> ComparisonReport:
+    report = ComparisonReport(steps=steps, device=device, rtol=rtol, atol=atol, calls=a.calls, warnings=list(dict.fromkeys(a.warnings)))
+    report.error_with, report.error_without = a.error, b.error
+    for name, ref in b.grads.items():
+        got = a.grads.get(name)
+        if ref is not None and got is None:
+            report.grad_none_with.append((name, ref.double().norm().item()))
+        elif ref is None and got is not None:
+            report.grad_unexpected_with.append(name)
+        elif ref is not None and got is not None:
+            report.params_compared += 1
+            if got.shape != ref.shape or not torch.allclose(got, ref, rtol=rtol, atol=atol, equal_nan=True):
+                report.grad_differences.append((name, *_relative(got, ref)))
+    for name, ref in b.buffers.items():
+        got = a.buffers.get(name)
+        if got is None:
+            continue
+        report.buffers_compared += 1
+        exact = not (ref.is_floating_point() or ref.is_complex())
+        same = got.shape == ref.shape and (torch.equal(got, ref) if exact else torch.allclose(got, ref, rtol=rtol, atol=atol, equal_nan=True))
+        if not same:
+            report.buffer_differences.append((name, _relative(got, ref)[1] if got.shape == ref.shape else math.inf))
+    report.rng_compared = list(b.rng)
+    report.rng_drift = [name for name in b.rng if name in a.rng and not _same_rng(a.rng[name], b.rng[name])]
+    for name, state in b.generators.items():
+        report.rng_compared.append(f"generator {name}")
+        if name in a.generators and not torch.equal(a.generators[name], state):
+            report.rng_drift.append(f"generator {name}")
+    report.attributes_compared = len(b.attributes)
+    for name, with_ in a.attributes.items():
+        without = b.attributes.get(name)
+        if without is not None and with_ != without:
+            report.attribute_differences.append((name, with_, without))
+    report.containers_compared = len(b.containers)
+    for name, without in b.containers.items():
+        with_ = a.containers.get(name, "missing")
+        if with_ != without:
+            report.container_differences.append((name, with_, without))
+    return report
+
+
+# --- the public helper -----------------------------------------------------------------------------
+
+
+def compare(model: Any, *args: Any, **kwargs: Any) -> ComparisonReport:
+    """Run `model(*args, **kwargs)` forward and backward with checkpointing as written and with
+    every checkpoint call made direct, from the same weights, inputs and seeds; diff the two."""
+    return compare_call(model, args, kwargs)
+
+
+def compare_call(
+    model: Any,
+    args: Sequence[Any] = (),
+    kwargs: Optional[dict[str, Any]] = None,
+    *,
+    call: Optional[Callable[..., Any]] = None,
+    steps: int = 1,
+    rtol: Optional[float] = None,
+    atol: Optional[float] = None,
+) -> ComparisonReport:
+    """`compare()` with options. `call(*args, **kwargs)` replaces `model(*args, **kwargs)` for a
+    training function (then `model` is only the module whose state is compared; `args` usually
+    contain it). `steps`: forward/backward passes (2 shows side effects that grow per step)."""
+    kwargs = dict(kwargs or {})
+    pristine = _safe_deepcopy((model, tuple(args), kwargs))
+
+    def make() -> tuple[Any, Callable[[], Any]]:
+        m, a, kw = _safe_deepcopy(pristine)
+        if isinstance(m, torch.nn.Module) and call is None:
+            m.train()
+        if call is None:
+            return m, lambda: m(*a, **kw)
+        # The call's arguments refer to the copied model wherever they referred to the original.
+        return m, lambda: call(*a, **kw)
+
+    device = _device_of(model)
+    default_rtol, default_atol = TOLERANCES["cuda" if device.startswith("cuda") else "cpu"]
+    return compare_runs(make, steps=steps, device=device, rtol=default_rtol if rtol is None else rtol,
+                        atol=default_atol if atol is None else atol)
+
+
+def compare_runs(make: Make, *, steps: int, device: str, rtol: float, atol: float) -> ComparisonReport:
+    """Run B (reference), then A from B's starting weights, following B's backward plan; diff."""
+    b, _ = run(make, reference=True, steps=steps)
+    a, _ = run(make, reference=False, steps=steps, plan=b.backward, initial_state=b.initial)
+    return diff(a, b, steps=steps, device=device, rtol=rtol, atol=atol)
+
+
+def _device_of(model: Any) -> str:
+    if isinstance(model, torch.nn.Module):
+        for tensor in list(model.parameters()) + list(model.buffers()):
+            return tensor.device.type
+    return "cpu"
+
+
+def _safe_deepcopy(value: Any) -> Any:
+    """deepcopy that survives non-leaf tensors left on modules by an earlier forward."""
+    memo: dict[int, Any] = {}
+    for tensor in _non_leaf_tensors(value):
+        memo[id(tensor)] = tensor.detach().clone()
+    return copy.deepcopy(value, memo)
+
+
+def _non_leaf_tensors(value: Any) -> Iterator[torch.Tensor]:
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, torch.Tensor):
+            if item.grad_fn is not None:
+                yield item
+        elif isinstance(item, torch.nn.Module):
+            for sub in item.modules():
+                stack.extend(v for k, v in vars(sub).items() if k not in _MODULE_INTERNALS)
+        elif isinstance(item, (list, tuple, set)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+
+
+# --- verdicts ----------------------------------------------------------------------------------------
+
+_NO_INPUT_GRAD = "None of the inputs have requires_grad=True"
+_OMITTED_WARNING = "use_reentrant parameter should be passed explicitly"
+
+
+def calls_at(report: ComparisonReport, path: str, line: int, end_line: int) -> list[CallRecord]:
+    path = os.path.realpath(path)
+    return [c for c in report.calls if c.path and os.path.realpath(c.path) == path and line <= (c.line or 0) <= end_line]
+
+
+def verdict(code: str, report: ComparisonReport, path: str, line: int, end_line: Optional[int] = None) -> tuple[str, list[str]]:
+    """The verdict for one finding and its evidence: each rule is confirmed only by the symptom it
+    predicts (shared/truth/FINDINGS.md, "What a runtime confirmation must do")."""
+    if report.error_without:
+        return COULD_NOT_RUN, [f"{report.error_without} even without checkpointing, so there is nothing to compare"]
+    at_line = calls_at(report, path, line, end_line or line)
+    exception = report.exception_evidence()
+    symptoms: list[str]
+    premise: list[str] = []
+    if code in ("CKPT001", "CKPT005"):
+        symptoms = [e for e in exception if "does not require grad" in e]
+        if not report.error_with:
+            symptoms += [e for e in report.none_grad_evidence() if "None with checkpointing" in e]
+        premise = [
+            f"checkpoint at {c.where()}: reentrant, no positional tensor input requires grad"
+            for c in _unique(at_line or report.calls)
+            if c.effective_reentrant and not c.positional_requires_grad
+        ][:2]
+        if any(_NO_INPUT_GRAD in w for w in report.warnings):
+            premise.append(f"torch warned: {_NO_INPUT_GRAD}. Gradients will be None")
+    elif code == "CKPT002":
+        symptoms = exception
+        if not report.error_with:
+            symptoms = report.none_grad_evidence() + report.grad_difference_evidence() + report.rng_evidence()
+        premise = [f"checkpoint at {c.where()}: preserve_rng_state=False" for c in _unique(at_line or report.calls) if not c.preserve_rng_state][:2]
+    elif code == "CKPT003":
+        symptoms = exception
+        if not report.error_with:
+            symptoms = report.none_grad_evidence() + report.grad_difference_evidence()
+        for c in _unique(at_line or report.calls):
+            mode = "reentrant" if c.effective_reentrant else "non-reentrant"
+            if c.tensor_kwargs:
+                premise.append(f"checkpoint at {c.where()} ({mode}): tensor keyword arguments {', '.join(c.tensor_kwargs)}")
+            if c.bound_tensors:
+                premise.append(f"checkpoint at {c.where()} ({mode}): tensors not passed as inputs: {', '.join(c.bound_tensors[:3])}")
+        premise = premise[:3]
+    elif code == "CKPT004":
+        symptoms = exception + ([] if report.error_with else report.container_evidence())
+    elif code == "CKPT006":
+        omitted = [c for c in at_line if c.use_reentrant is None]
+        symptoms = [
+            f"{c.api} at {c.where()} ran with use_reentrant omitted: effective use_reentrant=True (reentrant)"
+            for c in _unique(omitted)
+        ]
+        warned = [w for c in omitted for w in c.warnings if _OMITTED_WARNING in w]
+        if symptoms and warned:
+            symptoms.append(f"torch warned: {warned[0].split('. ')[0]}")
+        if not at_line:
+            premise.append(f"no checkpoint call at line {line} ran")
+        else:
+            premise += [f"{c.api} at {c.where()} ran with use_reentrant={c.use_reentrant}" for c in _unique(at_line) if c.use_reentrant is not None]
+    elif code == "CKPT007":
+        symptoms = exception
+        if not report.error_with:
+            symptoms = (
+                report.attribute_evidence() + report.none_grad_evidence() + report.grad_difference_evidence()
+                + report.buffer_evidence() + report.container_evidence()
+            )
+    elif code == "CKPT008":
+        symptoms = [
+            f"{c.api} at {c.where()} ran with grad disabled (torch.is_grad_enabled() False): nothing is recorded, so nothing is recomputed"
+            for c in _unique(at_line)
+            if not c.grad_enabled
+        ]
+        if not at_line:
+            premise.append(f"no checkpoint call at line {line} ran")
+        else:
+            premise += [f"{c.api} at {c.where()} ran with grad enabled" for c in _unique(at_line) if c.grad_enabled]
+    else:
+        symptoms = report.evidence()
+    if symptoms:
+        return CONFIRMED, symptoms + premise
+    compared = report.compared()
+    if report.error_with:
+        compared = f"checkpointing raised a different failure than this rule predicts: {report.error_with}"
+    return NOT_REPRODUCED, [compared] + premise
+
+
+def _unique(calls: Sequence[CallRecord]) -> list[CallRecord]:
+    """One record per call site (loops call the same site many times)."""
+    seen: dict[tuple[Any, ...], CallRecord] = {}
+    for call in calls:
+        seen.setdefault((call.api, call.path, call.line, call.use_reentrant, call.grad_enabled, call.preserve_rng_state), call)
+    return list(seen.values())

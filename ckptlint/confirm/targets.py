@@ -1,0 +1,233 @@
+"""Which code to run for a finding, decided statically (ast only, nothing is imported here).
+
+- A finding inside a class: the outermost module class of the same file that builds it (the
+  class that actually checkpoints a block is usually the model that owns the block), or the class
+  itself when nothing builds it or an `@ckptlint.example` names it. A finding in a method other
+  than `forward` of that class runs that method.
+- A finding inside a module-level function: the function, run through an example factory; or,
+  when all its required parameters can be synthesised (a `config` of a model class it builds),
+  called directly — a builder that returns the model.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Optional, Sequence, Union
+
+_ENTRY_METHODS = ("forward", "__init__", "__call__")
+# Parameters a builder may take that the runner can synthesise.
+SYNTHESISABLE_PARAMETERS = ("config",)
+
+
+@dataclass(frozen=True)
+class Target:
+    path: str  # absolute
+    kind: str  # "class" or "function"
+    qualname: str
+    method: Optional[str] = None  # a class target's method to call instead of forward
+    builders: tuple[str, ...] = ()  # module-level functions of the file that build the class
+    constructs: tuple[str, ...] = ()  # classes a function target builds (for its `config`)
+    via: str = ""  # why this target, when it is not the finding's own scope
+
+    def label(self, shown_path: str) -> str:
+        name = f"{self.qualname}.{self.method}" if self.method else self.qualname
+        return f"{shown_path}::{name}"
+
+
+@dataclass(frozen=True)
+class Unrunnable:
+    reason: str
+    label: str = ""
+
+
+@dataclass
+class _FileFacts:
+    tree: ast.Module
+    classes: dict[str, ast.ClassDef] = field(default_factory=dict)
+    functions: dict[str, ast.FunctionDef] = field(default_factory=dict)
+
+
+@lru_cache(maxsize=256)
+def _facts(path: str, mtime: float) -> Optional[_FileFacts]:
+    try:
+        tree = ast.parse(Path(path).read_bytes(), filename=path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    facts = _FileFacts(tree)
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            facts.classes[node.name] = node
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            facts.functions[node.name] = node  # type: ignore[assignment]
+    return facts
+
+
+def _file_facts(path: str) -> Optional[_FileFacts]:
+    try:
+        mtime = os.stat(path).st_mtime
+    except OSError:
+        return None
+    return _facts(path, mtime)
+
+
+def example_targets(paths: Iterable[str]) -> set[str]:
+    """Short names that `@ckptlint.example(...)` decorators in `paths` register."""
+    names: set[str] = set()
+    for path in paths:
+        facts = _file_facts(path)
+        if facts is None:
+            continue
+        for node in ast.walk(facts.tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for decorator in node.decorator_list:
+                name = _example_target_name(decorator)
+                if name:
+                    names.add(name)
+    return names
+
+
+def _example_target_name(decorator: ast.expr) -> Optional[str]:
+    if not isinstance(decorator, ast.Call) or not decorator.args:
+        return None
+    func = decorator.func
+    called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    if called != "example":
+        return None
+    arg = decorator.args[0]
+    if isinstance(arg, ast.Name):
+        return arg.id
+    if isinstance(arg, ast.Attribute):
+        return arg.attr
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value.replace(":", ".").rsplit(".", 1)[-1]
+    return None
+
+
+def resolve(path: str, line: int, examples: Sequence[str] = ()) -> Union[Target, Unrunnable]:
+    """The target to run for a finding at `path:line`; `examples` are the configured example files."""
+    path = os.path.abspath(path)
+    facts = _file_facts(path)
+    if facts is None:
+        return Unrunnable(f"cannot parse {path}")
+    registered = example_targets([path, *examples])
+    chain = _enclosing(facts.tree, line)
+    if not chain:
+        return Unrunnable("the finding is at module level, outside any class or function")
+    top = chain[0]
+    if isinstance(top, ast.ClassDef):
+        return _class_target(path, facts, top, chain, registered)
+    function = top
+    assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+    constructs = tuple(name for name in _called_names(function) if name in facts.classes or name[:1].isupper())
+    required = _required_parameters(function)
+    if function.name not in registered and any(p not in SYNTHESISABLE_PARAMETERS for p in required):
+        signature = ", ".join(required)
+        return Unrunnable(
+            f"`{function.name}({signature})` needs arguments that cannot be synthesised; add a factory "
+            f"decorated `@ckptlint.example({function.name})` returning (model, args, kwargs), in this file "
+            "or in a file listed in [tool.ckptlint.confirm] examples",
+            label=function.name,
+        )
+    return Target(path, "function", function.name, constructs=constructs)
+
+
+def _class_target(
+    path: str, facts: _FileFacts, cls: ast.ClassDef, chain: list[ast.AST], registered: set[str]
+) -> Union[Target, Unrunnable]:
+    root, via = cls.name, ""
+    if cls.name not in registered:
+        owner = _owning_root(facts, cls.name)
+        if owner != cls.name:
+            root, via = owner, f"{owner} builds {cls.name}"
+    method = None
+    if root == cls.name and len(chain) > 1:
+        inner = chain[1]
+        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and inner.name not in _ENTRY_METHODS:
+            if not any(_decorator_name(d) in ("staticmethod", "classmethod", "property") for d in inner.decorator_list):
+                method = inner.name
+    builders = tuple(
+        name
+        for name, function in facts.functions.items()
+        if root in _called_names(function)
+        and _returns_value(function)
+        and all(p in SYNTHESISABLE_PARAMETERS for p in _required_parameters(function))
+    )
+    return Target(path, "class", root, method=method, builders=builders, via=via)
+
+
+def _owning_root(facts: _FileFacts, name: str) -> str:
+    """The outermost class of the file that (transitively) builds `name`; `name` if none does."""
+    builds = {c: _builds(facts, c, set()) for c in facts.classes}
+    users = [c for c, built in builds.items() if c != name and name in built]
+    if not users:
+        return name
+    roots = [u for u in users if not any(u in builds[other] for other in users if other != u)]
+    # Prefer a root whose own code checkpoints something; then source order.
+    for candidate in roots or users:
+        if "checkpoint" in ast.unparse(facts.classes[candidate]):
+            return candidate
+    return (roots or users)[0]
+
+
+def _builds(facts: _FileFacts, name: str, seen: set[str]) -> set[str]:
+    """Classes of the file that instances of `name` build, through its bases and its parts."""
+    if name in seen or name not in facts.classes:
+        return set()
+    seen.add(name)
+    node = facts.classes[name]
+    direct = {n for n in _called_names(node) if n in facts.classes and n != name}
+    bases = {b.id for b in node.bases if isinstance(b, ast.Name) and b.id in facts.classes}
+    result = set(direct)
+    for other in direct | bases:
+        result |= _builds(facts, other, seen)
+    return result
+
+
+def _enclosing(tree: ast.Module, line: int) -> list[ast.AST]:
+    """Class/function definitions containing `line`, outermost first."""
+    chain: list[ast.AST] = []
+    body: list[ast.stmt] = tree.body
+    while True:
+        for node in body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                if start <= line <= (node.end_lineno or node.lineno):
+                    chain.append(node)
+                    body = node.body
+                    break
+        else:
+            return chain
+
+
+def _called_names(node: ast.AST) -> list[str]:
+    """Names called as `Name(...)` inside `node`, in source order, without duplicates."""
+    names: list[str] = []
+    for child in ast.walk(node):
+        if isinstance(child, ast.Call) and isinstance(child.func, ast.Name) and child.func.id not in names:
+            names.append(child.func.id)
+    return names
+
+
+def _returns_value(function: ast.AST) -> bool:
+    return any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(function))
+
+
+def _required_parameters(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> list[str]:
+    args = function.args
+    positional = args.posonlyargs + args.args
+    without_default = positional[: len(positional) - len(args.defaults)]
+    keyword_only = [a for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
+    return [a.arg for a in without_default + keyword_only]
+
+
+def _decorator_name(decorator: ast.expr) -> str:
+    if isinstance(decorator, ast.Call):
+        decorator = decorator.func
+    if isinstance(decorator, ast.Attribute):
+        return decorator.attr
+    return decorator.id if isinstance(decorator, ast.Name) else ""
