@@ -180,7 +180,7 @@ CASES = {
                 h = checkpoint(self.sparse, self.stem(x), use_reentrant=False)
                 return checkpoint(self.unseeded, h, use_reentrant=False)
         """,
-        {(15, "CKPT002")},
+        {(14, "CKPT002")},
     ),
     "eval-only cache updates are not training hazards": (
         """
