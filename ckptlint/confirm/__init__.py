@@ -13,7 +13,6 @@ Importing this package does not import torch; `compare()` and the child processe
 from __future__ import annotations
 
 import os
-import sys
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ckptlint.confirm import targets
@@ -107,7 +106,3 @@ def compare_call(model: Any, args: Sequence[Any] = (), kwargs: Optional[dict[str
     from ckptlint.confirm.ab import compare_call as run_compare_call
 
     return run_compare_call(model, args, kwargs, **options)
-
-
-def _loaded_torch() -> bool:  # for tests: static linting must never import torch
-    return "torch" in sys.modules

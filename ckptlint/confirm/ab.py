@@ -74,6 +74,7 @@ class CallRecord:
     output_type: str = ""
     warnings: list[str] = field(default_factory=list)
     error: Optional[str] = None
+    module: Optional[str] = None  # the checkpointed submodule's name in the model, when it is one
 
     def where(self) -> str:
         return f"{os.path.basename(self.path)}:{self.line}" if self.path else "?"
@@ -173,6 +174,15 @@ class _Recorder:
 
     def __init__(self, outcome: RunOutcome) -> None:
         self.outcome = outcome
+        self.modules: list[Optional[int]] = []  # per record: id() of the checkpointed module
+
+    def name_modules(self, model: Any) -> None:
+        if not isinstance(model, torch.nn.Module):
+            return
+        names = {id(m): name for name, m in model.named_modules()}
+        for record, module_id in zip(self.outcome.calls, self.modules):
+            if module_id is not None and module_id in names:
+                record.module = names[module_id]
 
     def _record(self, api: str, function: Any, positional: Sequence[Any], kwargs: dict, use_reentrant: Optional[bool]) -> CallRecord:
         path, line = _user_frame()
@@ -197,6 +207,7 @@ class _Recorder:
             bound_tensors=_bound_tensors(function),
         )
         self.outcome.calls.append(record)
+        self.modules.append(_module_id(function))
         return record
 
     def _call(self, record: CallRecord, real: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -223,6 +234,15 @@ class _Recorder:
     def checkpoint_sequential(self, functions: Any, segments: Any, input: Any, use_reentrant: Optional[bool] = None, **kwargs: Any) -> Any:
         record = self._record("checkpoint_sequential", functions, [input], kwargs, use_reentrant)
         return self._call(record, REAL_SEQUENTIAL, functions, segments, input, use_reentrant=use_reentrant, **kwargs)
+
+
+def _module_id(function: Any) -> Optional[int]:
+    while isinstance(function, functools.partial):
+        function = function.func
+    if isinstance(function, torch.nn.Module):
+        return id(function)
+    owner = getattr(function, "__self__", None)
+    return id(owner) if isinstance(owner, torch.nn.Module) else None
 
 
 def direct_checkpoint(function: Any, *args: Any, **kwargs: Any) -> Any:
@@ -266,9 +286,13 @@ class _Patches:
         ]
         for key, value in hits:
             new = _rebound(value, self.replacements)
-            if new is not None:
-                self.undo.append((owner, key, value))
+            if new is None:
+                continue
+            try:
                 setattr(owner, key, new)
+            except (AttributeError, TypeError):  # read-only namespaces: nothing to patch there
+                continue
+            self.undo.append((owner, key, value))
 
     def patch_modules(self) -> None:
         for module in list(sys.modules.values()):
@@ -385,9 +409,15 @@ def seed_everything(seed: int = SEED) -> None:
 
 
 def _error_text(phase: str, error: BaseException) -> str:
-    message = str(error).strip()
-    if len(message) > 400:
-        message = message[:400] + "..."
+    lines = str(error).strip().splitlines()
+    message = lines[0].strip() if lines else ""
+    cut = message.find(". ", 60)
+    if len(message) > 160 and cut != -1:  # torch's long errors: the first sentence says it
+        message = message[: cut + 1] + " ..."
+    elif len(message) > 240:
+        message = message[:240] + "..."
+    elif len(lines) > 1:
+        message += " ..."
     return f"{phase}: {type(error).__name__}: {message}" if message else f"{phase}: {type(error).__name__}"
 
 
@@ -536,7 +566,7 @@ def run(make: Make, *, reference: bool, steps: int, plan: Optional[list[bool]] =
             try:
                 model, step = make()
             except BaseException as error:
-                if isinstance(error, (KeyboardInterrupt, SystemExit)):
+                if isinstance(error, KeyboardInterrupt):
                     raise
                 outcome.error = _error_text("building the model", error)
                 return outcome, None
@@ -562,7 +592,7 @@ def run(make: Make, *, reference: bool, steps: int, plan: Optional[list[bool]] =
                         with _BackwardCounter() as counter:
                             output = step()
                     except BaseException as error:
-                        if isinstance(error, (KeyboardInterrupt, SystemExit)):
+                        if isinstance(error, KeyboardInterrupt):
                             raise
                         outcome.error = _error_text(phase, error)
                         break
@@ -575,7 +605,7 @@ def run(make: Make, *, reference: bool, steps: int, plan: Optional[list[bool]] =
                         try:
                             loss_of(output).backward()
                         except BaseException as error:
-                            if isinstance(error, (KeyboardInterrupt, SystemExit)):
+                            if isinstance(error, KeyboardInterrupt):
                                 raise
                             outcome.error = _error_text(f"{phase} backward" if steps > 1 else "backward", error)
                             break
@@ -584,6 +614,7 @@ def run(make: Make, *, reference: bool, steps: int, plan: Optional[list[bool]] =
                 if hook is not None:
                     hook.remove()
             _collect(outcome, model, output, snapshot)
+            recorder.name_modules(model)
         finally:
             patches.restore()
     for w in caught:
@@ -631,8 +662,8 @@ class ComparisonReport:
     device: str
     rtol: float
     atol: float
-    error_with: Optional[str] = None  # exception raised only... in A
-    error_without: Optional[str] = None
+    error_with: Optional[str] = None  # the exception of run A (checkpointing as written)
+    error_without: Optional[str] = None  # the exception of run B (direct calls)
     grad_none_with: list[tuple[str, float]] = field(default_factory=list)  # (param, |grad| in B)
     grad_unexpected_with: list[str] = field(default_factory=list)
     grad_differences: list[tuple[str, float, float]] = field(default_factory=list)  # (param, rel, max |Δ|)
@@ -664,10 +695,15 @@ class ComparisonReport:
             return [f"{self.error_with} with checkpointing; no exception without"]
         return []
 
-    def none_grad_evidence(self) -> list[str]:
-        lines = [f"{name}: grad None with checkpointing; |grad| {norm:.3g} without" for name, norm in self.grad_none_with[:4]]
-        if len(self.grad_none_with) > 4:
-            lines.append(f"{len(self.grad_none_with) - 4} more parameters: grad None with checkpointing only")
+    def none_grad_evidence(self, prefer: Sequence[str] = ()) -> list[str]:
+        """Parameters without gradient only with checkpointing; those under `prefer` (module names) first."""
+        def preferred(item: tuple[str, float]) -> bool:
+            return any(p == "" or item[0].startswith(p + ".") for p in prefer)
+
+        ordered = sorted(self.grad_none_with, key=lambda item: not preferred(item))
+        lines = [f"{name}: grad None with checkpointing; |grad| {norm:.3g} without" for name, norm in ordered[:4]]
+        if len(ordered) > 4:
+            lines.append(f"{len(ordered) - 4} more parameters: grad None with checkpointing only")
         lines += [f"{name}: grad set with checkpointing; None without" for name in self.grad_unexpected_with[:4]]
         return lines
 
@@ -777,7 +813,8 @@ def diff(a: RunOutcome, b: RunOutcome, *, steps: int, device: str, rtol: float, 
     report.containers_compared = len(b.containers)
     for name, without in b.containers.items():
         with_ = a.containers.get(name, "missing")
-        if with_ != without:
+        inside_reported = any(name.startswith((d[0] + "[", d[0] + ".")) for d in report.container_differences)
+        if with_ != without and not inside_reported:
             report.container_differences.append((name, with_, without))
     return report
 
@@ -887,7 +924,8 @@ def verdict(code: str, report: ComparisonReport, path: str, line: int, end_line:
     if code in ("CKPT001", "CKPT005"):
         symptoms = [e for e in exception if "does not require grad" in e]
         if not report.error_with:
-            symptoms += [e for e in report.none_grad_evidence() if "None with checkpointing" in e]
+            prefer = [c.module for c in at_line if c.module is not None]
+            symptoms += [e for e in report.none_grad_evidence(prefer) if "None with checkpointing" in e]
         premise = [
             f"checkpoint at {c.where()}: reentrant, no positional tensor input requires grad"
             for c in _unique(at_line or report.calls)
@@ -914,6 +952,10 @@ def verdict(code: str, report: ComparisonReport, path: str, line: int, end_line:
     elif code == "CKPT004":
         symptoms = exception + ([] if report.error_with else report.container_evidence())
     elif code == "CKPT006":
+        if not at_line:
+            # A transformers `gradient_checkpointing_enable(...)` line: its calls happen elsewhere.
+            at_line = report.calls
+            premise.append(f"no checkpoint call at line {line} itself; these are the calls of the run")
         omitted = [c for c in at_line if c.use_reentrant is None]
         symptoms = [
             f"{c.api} at {c.where()} ran with use_reentrant omitted: effective use_reentrant=True (reentrant)"
@@ -923,9 +965,9 @@ def verdict(code: str, report: ComparisonReport, path: str, line: int, end_line:
         if symptoms and warned:
             symptoms.append(f"torch warned: {warned[0].split('. ')[0]}")
         if not at_line:
-            premise.append(f"no checkpoint call at line {line} ran")
+            premise = [f"no checkpoint call ran (line {line})"]
         else:
-            premise += [f"{c.api} at {c.where()} ran with use_reentrant={c.use_reentrant}" for c in _unique(at_line) if c.use_reentrant is not None]
+            premise += [f"{c.api} at {c.where()} ran with use_reentrant={c.use_reentrant}" for c in _unique(at_line) if c.use_reentrant is not None][:3]
     elif code == "CKPT007":
         symptoms = exception
         if not report.error_with:
@@ -947,6 +989,8 @@ def verdict(code: str, report: ComparisonReport, path: str, line: int, end_line:
         symptoms = report.evidence()
     if symptoms:
         return CONFIRMED, symptoms + premise
+    if code in ("CKPT006", "CKPT008"):  # judged on the recorded calls, not on the training step
+        return NOT_REPRODUCED, premise
     compared = report.compared()
     if report.error_with:
         compared = f"checkpointing raised a different failure than this rule predicts: {report.error_with}"

@@ -33,6 +33,8 @@ SPATIAL = (32, 28, 64, 16, 8, 224, 96, 128, 12, 48, 256, 4)
 LENGTHS = (6, 8, 16, 5, 4, 32, 12, 10, 3, 64, 2, 128)
 VOLUME = (8, 16, 32, 4, 12, 24, 8, 16, 8, 16, 8, 16)
 COUNT_NAMES = ("batch_size", "bsz", "n", "num", "num_samples", "n_samples", "count", "size")
+# Lightning runs these under torch.no_grad(); --confirm calls them the same way.
+NO_GRAD_METHODS = ("validation_step", "test_step", "predict_step")
 MAX_ATTEMPTS = 240
 SEARCH_SECONDS = 30.0
 # Small values for the size fields of a transformers config whose defaults are large.
@@ -167,9 +169,16 @@ def plan_for(job: dict[str, Any], module: types.ModuleType, device: str, example
         model.train()
         args = inputs()
         entry = getattr(model, job["method"]) if job.get("method") else model
+        if job.get("method") in NO_GRAD_METHODS:
+            return model, lambda: _without_grad(entry, args)
         return model, lambda: entry(*args)
 
     return Plan(make, f"ran {how}.{entry_name}({shown})" if job.get("method") else f"ran {how} on {shown}")
+
+
+def _without_grad(entry: Callable[..., Any], args: Sequence[Any]) -> Any:
+    with torch.no_grad():
+        return entry(*args)
 
 
 def _example_plan(target: Any, factory: Callable[..., Any], method: Optional[str], device: str, *, function: bool) -> Plan:
@@ -329,7 +338,23 @@ def _shape_text(value: Any) -> str:
     return repr(value)
 
 
-def _tensor_candidates(module: nn.Module) -> list[_Candidate]:
+def _tensor_candidates(module: nn.Module, sequences: bool = False) -> list[_Candidate]:
+    """Ways to feed `module`; `sequences`: the model looks like a sequence model (attention,
+    embeddings, RNNs), so features come as (batch, length, features) first."""
+    candidates = _plain_candidates(module)
+    if sequences and isinstance(module, nn.Linear):
+        candidates.reverse()
+    return candidates
+
+
+def _is_sequence_model(model: nn.Module) -> bool:
+    return any(
+        isinstance(m, (nn.Embedding, nn.RNNBase, nn.MultiheadAttention)) or "attention" in type(m).__name__.lower()
+        for m in model.modules()
+    )
+
+
+def _plain_candidates(module: nn.Module) -> list[_Candidate]:
     def randn(shape_of: Callable[[int], tuple[int, ...]]) -> _Candidate:
         return _Candidate(lambda i, g, d: torch.randn(shape_of(i), generator=g).to(d), _shape_text)
 
@@ -368,7 +393,7 @@ def _tensor_candidates(module: nn.Module) -> list[_Candidate]:
 
 def _layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """Leaf layers whose input we know how to synthesise, in registration order."""
-    return [(name, m) for name, m in model.named_modules() if _tensor_candidates(m)]
+    return [(name, m) for name, m in model.named_modules() if _plain_candidates(m)]
 
 
 def _listy(candidate: _Candidate) -> _Candidate:
@@ -453,7 +478,7 @@ def _candidates_for(parameter: str, hint: Optional[tuple[Optional[str], bool]], 
         except AttributeError:
             sub = None
         if sub is not None:
-            first = next((m for _, m in sub.named_modules() if _tensor_candidates(m)), None)
+            first = next((m for _, m in sub.named_modules() if _plain_candidates(m)), None)
             if first is not None:
                 ordered.append(first)
     seen_specs = set()
@@ -463,12 +488,13 @@ def _candidates_for(parameter: str, hint: Optional[tuple[Optional[str], bool]], 
         if layer not in ordered:
             ordered.append(layer)
     tensors: list[_Candidate] = []
+    sequences = _is_sequence_model(model)
     for layer in ordered:
         spec = (type(layer).__name__, repr(layer))
         if spec in seen_specs:
             continue
         seen_specs.add(spec)
-        tensors += _tensor_candidates(layer)
+        tensors += _tensor_candidates(layer, sequences)
     if not tensors:
         tensors = [_Candidate(lambda i, g, d: torch.randn(BATCH, 8, generator=g).to(d), _shape_text)]
     if listy:
@@ -476,6 +502,8 @@ def _candidates_for(parameter: str, hint: Optional[tuple[Optional[str], bool]], 
     candidates = tensors
     if parameter.lower() in COUNT_NAMES or parameter.lower().startswith(("num_", "n_")):
         candidates = [_count_candidate()] + candidates
+    elif parameter.lower().endswith("idx") or parameter.lower() in ("step", "index", "epoch"):
+        candidates = [_Candidate(lambda i, g, d: 0, repr)] + candidates
     return candidates
 
 

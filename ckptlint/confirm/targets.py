@@ -148,7 +148,9 @@ def _class_target(
     if root == cls.name and len(chain) > 1:
         inner = chain[1]
         if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and inner.name not in _ENTRY_METHODS:
-            if not any(_decorator_name(d) in ("staticmethod", "classmethod", "property") for d in inner.decorator_list):
+            plain = not any(_decorator_name(d) in ("staticmethod", "classmethod", "property") for d in inner.decorator_list)
+            # A helper that forward calls (`self.run_blocks(...)`) runs through forward.
+            if plain and not _self_calls(facts, cls.name, inner.name):
                 method = inner.name
     builders = tuple(
         name
@@ -186,6 +188,29 @@ def _builds(facts: _FileFacts, name: str, seen: set[str]) -> set[str]:
     for other in direct | bases:
         result |= _builds(facts, other, seen)
     return result
+
+
+def _self_calls(facts: _FileFacts, name: str, method: str) -> bool:
+    """Whether `self.<method>(...)` is called in the class `name` or its bases of the same file."""
+    seen: set[str] = set()
+    stack = [name]
+    while stack:
+        current = stack.pop()
+        if current in seen or current not in facts.classes:
+            continue
+        seen.add(current)
+        node = facts.classes[current]
+        for child in ast.walk(node):
+            if (
+                isinstance(child, ast.Call)
+                and isinstance(child.func, ast.Attribute)
+                and child.func.attr == method
+                and isinstance(child.func.value, ast.Name)
+                and child.func.value.id == "self"
+            ):
+                return True
+        stack.extend(b.id for b in node.bases if isinstance(b, ast.Name))
+    return False
 
 
 def _enclosing(tree: ast.Module, line: int) -> list[ast.AST]:

@@ -1,0 +1,56 @@
+"""Helpers for the --confirm tests: findings placed on fixture lines, and one confirm() run for many.
+
+(Not a conftest.py: tests/conftest.py is imported by name from every test folder.)
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+from pathlib import Path
+from typing import Iterable, Optional
+
+from ckptlint.confirm import confirm
+from ckptlint.findings import Confirmation, Finding, LintReport, Severity
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "fixtures"
+EXAMPLES = FIXTURES / "confirm_examples.py"
+HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+HAS_NUMPY = importlib.util.find_spec("numpy") is not None
+
+
+def line_in(path: Path, scope: str, needle: str) -> int:
+    """Line of the first source line containing `needle` inside class/function `scope`."""
+    tree = ast.parse(path.read_text())
+    node = next(n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == scope)
+    lines = path.read_text().splitlines()
+    for number in range(node.lineno, node.end_lineno + 1):
+        if needle in lines[number - 1]:
+            return number
+    raise AssertionError(f"{needle!r} not in {scope} of {path}")
+
+
+def finding(path: Path, line: int, code: str) -> Finding:
+    shown = os.path.relpath(path, ROOT)
+    return Finding(path=shown, line=line, column=1, end_line=line, end_column=2, code=code, message="", help="", severity=Severity.ERROR)
+
+
+def confirm_all(findings: Iterable[Finding], *, timeout: float = 60.0, examples: Optional[list[str]] = None) -> dict[Finding, Confirmation]:
+    """One confirm() call for every finding (targets run in parallel), from the repository root."""
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        report = LintReport(findings=list(findings))
+        return confirm(report, examples=[str(EXAMPLES)] if examples is None else examples, timeout=timeout, jobs=os.cpu_count())
+    finally:
+        os.chdir(cwd)
+
+
+def needs_transformers(path: str) -> bool:
+    return any(name in path for name in ("gpt2_cross_attention", "hf_vision_adapters", "hf_finetune"))
+
+
+def needs_numpy(path: str) -> bool:
+    return "numpy" in path

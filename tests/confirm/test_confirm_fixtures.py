@@ -1,0 +1,206 @@
+"""`ckptlint fixtures/ --confirm`: every bad fixture of every rule is confirmed with the evidence its
+rule predicts, and the correct look-alikes are not reproduced.
+
+The HF fixtures need transformers and rng_numpy_mixing needs numpy; CI installs torch only, so
+there they must come back as "could not run" naming the missing module (and as confirmed / not
+reproduced when the packages are installed).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+from confirm_helpers import (
+    FIXTURES,
+    HAS_NUMPY,
+    HAS_TRANSFORMERS,
+    ROOT,
+    confirm_all,
+    finding,
+    line_in,
+    needs_numpy,
+    needs_transformers,
+)
+
+from ckptlint.cli import main
+
+pytest.importorskip("torch")
+
+# Functions that --confirm cannot call without a factory, on purpose: never_executed.py must never
+# be imported, hf_finetune.py needs a pretrained model from the Hub.
+NO_EXAMPLE = ("never_executed.py", "hf_finetune.py")
+
+# (file, line, code) -> evidence the confirmation must contain (regular expressions).
+EVIDENCE = {
+    ("cifar_checkpointed.py", 36, "CKPT001"): [r"cnn_block_1\.0\.weight: grad None with checkpointing; \|grad\| [0-9.e-]+ without", r"X=float32\[2, 3, 32, 32\]"],
+    ("cifar_checkpointed.py", 38, "CKPT001"): [r"cnn_block_2\.0\.weight: grad None with checkpointing"],
+    ("raw_input_checkpoint.py", 40, "CKPT001"): [r"cnn_block_1\.0\.weight: grad None with checkpointing", r"torch warned: None of the inputs have requires_grad=True"],
+    ("raw_input_checkpoint.py", 99, "CKPT001"): [r"blocks\.0\.0\.weight: grad None with checkpointing"],
+    ("raw_input_checkpoint.py", 129, "CKPT001"): [r"features\.0\.weight: grad None with checkpointing"],
+    ("raw_input_checkpoint.py", 150, "CKPT001"): [r"mapping\.0\.weight: grad None with checkpointing"],
+    ("raw_input_checkpoint.py", 177, "CKPT001"): [r"encoder\.0\.weight: grad None with checkpointing", r"example linear_probe\(\)"],
+    ("rng_replay.py", 82, "CKPT002"): [r"gradient differs, relative", r"torch stream differs after the step", r"preserve_rng_state=False"],
+    ("rng_replay.py", 102, "CKPT002"): [r"gradient differs, relative", r"torch stream differs after the step"],
+    ("rng_replay.py", 133, "CKPT002"): [r"gradient differs", r"generator blocks\.0\.generator stream differs"],
+    ("rng_replay.py", 186, "CKPT002"): [r"gradient differs", r"Python random stream differs"],
+    ("rng_replay.py", 215, "CKPT002"): [r"Python random stream differs"],
+    ("rng_numpy_mixing.py", 17, "CKPT002"): [r"gradient differs", r"numpy stream differs"],
+    ("context_capture.py", 57, "CKPT003"): [r"ValueError: Unexpected keyword arguments: context with checkpointing; no exception without", r"tensor keyword arguments `context` \(requires grad, non-leaf\)"],
+    ("context_capture.py", 75, "CKPT003"): [r"Trying to backward through the graph a second time", r"partial keyword `context` \(requires grad, non-leaf\)"],
+    ("context_capture.py", 84, "CKPT003"): [r"Trying to backward through the graph a second time", r"closure variable `ctx`"],
+    ("context_capture.py", 177, "CKPT003"): [r"Trying to backward through the graph a second time", r"module attribute `scores`"],
+    ("gpt2_cross_attention.py", 172, "CKPT003"): [r"Trying to backward through the graph a second time", r"partial keyword `encoder_hidden_states`", r"built by build_keyword_decoder\(\)"],
+    ("kv_cache_chunks.py", 23, "CKPT004"): [r"return value\[1\]: list of 4 with checkpointing after backward; list of 2 without"],
+    ("kv_cache_chunks.py", 42, "CKPT004"): [r"CheckpointError: torch\.utils\.checkpoint: Recomputed values for the following tensors have different metadata"],
+    ("gpt2_cross_attention.py", 223, "CKPT004"): [r"return value\[0\]: None with checkpointing after backward; tuple of 2 without"],
+    ("gpt2_cross_attention.py", 263, "CKPT004"): [r"The size of tensor a \(6\) must match the size of tensor b \(12\)"],
+    ("frozen_upstream.py", 56, "CKPT005"): [r"blocks\.0\.\S+: grad None with checkpointing"],
+    ("frozen_upstream.py", 90, "CKPT005"): [r"element 0 of tensors does not require grad .* with checkpointing; no exception without", r"built by build_lora_classifier\(\)"],
+    ("hf_vision_adapters.py", 128, "CKPT005"): [r"element 0 of tensors does not require grad", r"pixel_values=float32\[2, 3, 8, 8\]"],
+    ("hf_vision_adapters.py", 139, "CKPT005"): [r"element 0 of tensors does not require grad"],
+    ("moe_aux_loss.py", 41, "CKPT007"): [r"blocks\.0\.aux_loss: requires_grad False with checkpointing at the end of forward; True without"],
+    ("moe_aux_loss.py", 56, "CKPT007"): [r"blocks\.0\.router_logits: list of 4 with checkpointing after backward; list of 2 without"],
+    ("moe_aux_loss.py", 71, "CKPT007"): [r"buffer blocks\.0\.tokens_per_expert: differs after the step"],
+    ("eval_paths.py", 26, "CKPT008"): [r"checkpoint at eval_paths\.py:26 ran with grad disabled"],
+    ("eval_paths.py", 35, "CKPT008"): [r"checkpoint at eval_paths\.py:35 ran with grad disabled"],
+    ("eval_paths.py", 49, "CKPT008"): [r"checkpoint at eval_paths\.py:49 ran with grad disabled"],
+    ("eval_paths.py", 59, "CKPT008"): [r"checkpoint at eval_paths\.py:59 ran with grad disabled"],
+}
+OMITTED = r"ran with use_reentrant omitted: effective use_reentrant=True \(reentrant\)"
+OMITTED_WARNING = r"torch warned: torch\.utils\.checkpoint(\.checkpoint_sequential)?: the use_reentrant parameter should be passed explicitly"
+
+
+def _missing_module(path: str) -> str | None:
+    if needs_transformers(path) and not HAS_TRANSFORMERS:
+        return "transformers"
+    if needs_numpy(path) and not HAS_NUMPY:
+        return "numpy"
+    return None
+
+
+@pytest.fixture(scope="module")
+def cli_document():
+    result = CliRunner().invoke(main, [str(FIXTURES.relative_to(ROOT)), "--confirm", "--format", "json", "--no-cache", "--torch-version", "2.13", "--config", str(ROOT / "pyproject.toml")], catch_exceptions=False)
+    assert result.exit_code == 1, result.output  # findings: exit code unchanged by --confirm
+    return json.loads(result.stdout)
+
+
+def test_every_bad_fixture_is_confirmed(cli_document, monkeypatch):
+    findings = cli_document["findings"]
+    assert len(findings) >= 45
+    seen_codes = set()
+    for f in findings:
+        name = f["path"].rsplit("/", 1)[-1]
+        confirmation = f["confirmation"]
+        assert set(confirmation) == {"verdict", "evidence", "target", "device"}
+        where = f"{name}:{f['line']} {f['code']}: {confirmation}"
+        missing = _missing_module(f["path"])
+        if name in NO_EXAMPLE:
+            assert confirmation["verdict"] == "could not run", where
+            assert "@ckptlint.example(" in confirmation["evidence"][0], where
+        elif missing:
+            assert confirmation["verdict"] == "could not run", where
+            assert f"No module named '{missing}'" in confirmation["evidence"][0], where
+        else:
+            assert confirmation["verdict"] == "confirmed", where
+            assert confirmation["device"] == "cpu" and confirmation["target"].startswith(f["path"] + "::"), where
+            seen_codes.add(f["code"])
+    assert seen_codes == {f"CKPT00{i}" for i in range(1, 9)}
+
+
+@pytest.mark.parametrize("key", sorted(EVIDENCE), ids=lambda k: f"{k[2]}-{k[0]}:{k[1]}")
+def test_confirmation_carries_the_rule_evidence(cli_document, key):
+    name, line, code = key
+    matches = [f for f in cli_document["findings"] if f["path"].endswith("/" + name) and f["line"] == line and f["code"] == code]
+    assert len(matches) == 1, key
+    confirmation = matches[0]["confirmation"]
+    if _missing_module(matches[0]["path"]):
+        pytest.skip(f"{_missing_module(matches[0]['path'])} is not installed")
+    text = "; ".join(confirmation["evidence"])
+    for pattern in EVIDENCE[key]:
+        assert re.search(pattern, text), (pattern, text)
+
+
+def test_ckpt006_confirmations_show_the_effective_mode_and_the_warning(cli_document):
+    confirmed = [f for f in cli_document["findings"] if f["code"] == "CKPT006" and f["confirmation"]["verdict"] == "confirmed"]
+    assert len(confirmed) >= 10
+    for f in confirmed:
+        text = "; ".join(f["confirmation"]["evidence"])
+        assert re.search(OMITTED, text) and re.search(OMITTED_WARNING, text), text
+    # Each spelling in import_spellings.py is matched to its own call site.
+    spelled = {f["line"] for f in confirmed if f["path"].endswith("import_spellings.py")}
+    assert spelled == {24, 25, 26, 27, 31, 32}
+    for f in confirmed:
+        if f["path"].endswith("import_spellings.py"):
+            assert f"import_spellings.py:{f['line']} ran with use_reentrant omitted" in f["confirmation"]["evidence"][0]
+
+
+# --- correct look-alikes: not reproduced --------------------------------------------------------
+
+LOOK_ALIKES = [
+    ("raw_input_checkpoint.py", "CIFAR10ModelNonReentrant", "checkpoint(self.cnn_block_1", "CKPT001"),
+    ("raw_input_checkpoint.py", "CIFAR10ModelSecondBlockOnly", "checkpoint(self.cnn_block_2", "CKPT001"),
+    ("raw_input_checkpoint.py", "CIFAR10ModelInputGrad", "checkpoint(self.cnn_block_1", "CKPT001"),
+    ("raw_input_checkpoint.py", "StemmedStack", "checkpoint(block", "CKPT001"),
+    ("raw_input_checkpoint.py", "SequentialEncoderNonReentrant", "checkpoint_sequential(", "CKPT001"),
+    ("raw_input_checkpoint.py", "LatentGeneratorNoiseGrad", "checkpoint(", "CKPT001"),
+    ("raw_input_checkpoint.py", "fit_linear_probe_fixed", "checkpoint(", "CKPT001"),
+    ("rng_replay.py", "Tagger", "checkpoint(", "CKPT002"),
+    ("rng_replay.py", "FunctionalTagger", "checkpoint(", "CKPT002"),
+    ("rng_replay.py", "FastDeterministicTagger", "checkpoint(", "CKPT002"),
+    ("rng_replay.py", "NoiseOutsideEncoder", "checkpoint(", "CKPT002"),
+    ("rng_replay.py", "LayerDropTagger", "checkpoint(", "CKPT002"),
+    ("rng_replay.py", "SkipOutsideTagger", "checkpoint(", "CKPT002"),
+    ("rng_numpy_mixing.py", "MixOutsideEncoder", "checkpoint(", "CKPT002"),
+    ("context_capture.py", "ConditionedDecoder", "checkpoint(", "CKPT003"),
+    ("context_capture.py", "KeywordContextDecoderNonReentrant", "checkpoint(", "CKPT003"),
+    ("context_capture.py", "MaskedContextDecoder", "checkpoint(", "CKPT003"),
+    ("context_capture.py", "LearnedMemoryDecoder", "checkpoint(", "CKPT003"),
+    ("context_capture.py", "ScoresAttributeMoENonReentrant", "checkpoint(", "CKPT003"),
+    ("context_capture.py", "ScoresPositionalMoE", "checkpoint(", "CKPT003"),
+    ("gpt2_cross_attention.py", "Gpt2CrossDecoder", "hidden_states, present = block(", "CKPT003"),
+    ("kv_cache_chunks.py", "PastInputEncoder", "checkpoint(", "CKPT004"),
+    ("gpt2_cross_attention.py", "finetune", "use_cache=False", "CKPT004"),
+    ("frozen_upstream.py", "FrozenEmbeddingClassifierNonReentrant", "checkpoint(", "CKPT005"),
+    ("frozen_upstream.py", "FrozenHeadClassifier", "checkpoint(", "CKPT005"),
+    ("frozen_upstream.py", "HookedLoraClassifier", "checkpoint(", "CKPT005"),
+    ("hf_vision_adapters.py", "build_reentrant_with_input_grads", "gradient_checkpointing_enable(", "CKPT005"),
+    ("hf_vision_adapters.py", "build_default", "gradient_checkpointing_enable(", "CKPT005"),
+    ("import_spellings.py", "ExplicitTower", "cp.checkpoint(self.layers[0], h, use_reentrant=False)", "CKPT006"),
+    ("import_spellings.py", "ExplicitTower", "ckpt(self.layers[1], h, use_reentrant=True)", "CKPT006"),
+    ("import_spellings.py", "ExplicitTower", "checkpoint_sequential(self.trunk", "CKPT006"),
+    ("moe_aux_loss.py", "ReturningLanguageModel", "checkpoint(", "CKPT007"),
+    ("moe_aux_loss.py", "LogitsReturningLanguageModel", "checkpoint(", "CKPT007"),
+    ("moe_aux_loss.py", "RouterOutsideMoEBlock", "checkpoint(", "CKPT007"),
+    ("eval_paths.py", "Stack", "h = cp.checkpoint(block", "CKPT008"),
+    ("eval_paths.py", "score_with_grad", "cp.checkpoint(", "CKPT008"),
+    ("eval_paths.py", "validate", "cp.checkpoint(model.blocks[2]", "CKPT008"),
+]
+
+
+@pytest.fixture(scope="module")
+def look_alike_verdicts():
+    findings = {}
+    for name, scope, needle, code in LOOK_ALIKES:
+        path = FIXTURES / name
+        findings[(name, scope, needle, code)] = finding(path, line_in(path, scope, needle), code)
+    results = confirm_all(findings.values())
+    return {key: results[f] for key, f in findings.items()}
+
+
+@pytest.mark.parametrize("key", LOOK_ALIKES, ids=lambda k: f"{k[3]}-{k[1]}")
+def test_correct_look_alike_is_not_reproduced(look_alike_verdicts, key):
+    confirmation = look_alike_verdicts[key]
+    missing = _missing_module(key[0])
+    if missing:
+        assert confirmation.verdict == "could not run" and f"No module named '{missing}'" in confirmation.evidence[0], confirmation
+        return
+    assert confirmation.verdict == "not reproduced", confirmation
+    text = "; ".join(confirmation.evidence)
+    if key[3] in ("CKPT006", "CKPT008"):
+        assert re.search(r"ran with (use_reentrant=(True|False)|grad enabled)", text), text
+    else:
+        assert "after 1 step(s) on cpu: all equal" in text or "after 2 step(s) on cpu: all equal" in text, text
