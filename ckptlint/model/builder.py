@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, Union
 
 import libcst as cst
+from libcst.helpers import get_full_name_for_node
 
 from ckptlint.config import Settings
 from ckptlint.index import ModuleSummary, ProjectIndex
@@ -1170,13 +1171,15 @@ def _free_names(body: cst.CSTNode) -> set[str]:
     return visitor.names
 
 
-def _dotted(node: Union[cst.Attribute, cst.Name, cst.BaseExpression]) -> Optional[str]:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = _dotted(node.value)
-        return f"{base}.{node.attr.value}" if base else None
-    return None
+def _dotted(node: cst.BaseExpression) -> Optional[str]:
+    """`a.b.c` for names and attribute chains (LibCST's helper also names calls, which we don't want)."""
+    return get_full_name_for_node(node) if isinstance(node, (cst.Name, cst.Attribute)) and _is_chain(node) else None
+
+
+def _is_chain(node: cst.BaseExpression) -> bool:
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return isinstance(node, cst.Name)
 
 
 def build_file_model(
