@@ -85,9 +85,13 @@ class ModuleSummary:
     hf_enables: list[tuple[int, Optional[bool]]] = field(default_factory=list)
     # Classes built or passed around by helper functions (`return Block(...)`, registries): submodules.
     factory_built: tuple[str, ...] = ()
+    digest: str = field(default="", compare=False)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        # Computed once per file version and cached with the summary: the warm path never re-serialises.
+        data["digest"] = hashlib.blake2b(json.dumps(data, sort_keys=True, default=str).encode(), digest_size=16).hexdigest()
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> "ModuleSummary":
@@ -103,7 +107,7 @@ class ModuleSummary:
             )
             for name, c in data["classes"].items()
         }
-        return cls(
+        summary = cls(
             name=data["name"],
             path=data["path"],
             is_package=data["is_package"],
@@ -115,6 +119,8 @@ class ModuleSummary:
             hf_enables=[tuple(e) for e in data["hf_enables"]],
             factory_built=tuple(data["factory_built"]),
         )
+        summary.digest = data["digest"]
+        return summary
 
 
 def instance_key(function: str, ctor: str) -> str:
@@ -590,7 +596,5 @@ class ProjectIndex:
         """Changes only when a declaration changes, so editing a function body keeps other files cached."""
         digest = hashlib.blake2b(digest_size=16)
         for name in sorted(self.modules):
-            summary = self.modules[name]
-            data = asdict(summary)
-            digest.update(json.dumps([name, data["imports"], data["classes"], data["functions"], data["aliases"], data["instance_freezes"], data["hf_enables"], data["factory_built"]], sort_keys=True, default=str).encode())
+            digest.update(f"{name}:{self.modules[name].digest or self.modules[name].to_json()['digest']};".encode())
         return digest.hexdigest()

@@ -6,6 +6,7 @@ those strings into qualified names lives here once.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
@@ -18,14 +19,20 @@ def module_name_for(path: Path) -> tuple[str, bool]:
     """
     path = path.resolve()
     is_package = path.stem == "__init__"
-    parts = [] if is_package else [path.stem]
-    directory = path.parent
-    while (directory / "__init__.py").is_file() or (directory / "__init__.pyi").is_file():
-        parts.append(directory.name)
-        if directory.parent == directory:
-            break
-        directory = directory.parent
-    return ".".join(reversed(parts)) or path.stem, is_package
+    package = _package_of(path.parent)
+    parts = [p for p in (package, "" if is_package else path.stem) if p]
+    return ".".join(parts) or path.stem, is_package
+
+
+@lru_cache(maxsize=None)
+def _package_of(directory: Path) -> str:
+    """Dotted package of a directory ('' outside packages); memoized: siblings share the walk."""
+    if not ((directory / "__init__.py").is_file() or (directory / "__init__.pyi").is_file()):
+        return ""
+    if directory.parent == directory:
+        return directory.name
+    parent = _package_of(directory.parent)
+    return f"{parent}.{directory.name}" if parent else directory.name
 
 
 def absolute_module(current: str, is_package: bool, level: int, module: Optional[str]) -> Optional[str]:
