@@ -54,6 +54,8 @@ class Freeze:
     input_grad_hook: bool = False
     line: int = 0
     path: str = ""
+    # `disable_input_require_grads()` or `set_input_embeddings(...)` later: transformers' own hook is gone too.
+    hook_undone: bool = False
 
     def __bool__(self) -> bool:
         return self.everything or bool(self.attrs) or self.input_grad_hook
@@ -363,7 +365,7 @@ _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.n
 
 def _freeze_facts(scope: ast.AST, base: str, path: str) -> Freeze:
     """Freezing applied to `base` (`self` or a variable) anywhere in `scope`."""
-    everything = hook = False
+    everything = hook = undone = False
     attrs: list[str] = []
     unfrozen: list[str] = []
     line = 0
@@ -414,10 +416,12 @@ def _freeze_facts(scope: ast.AST, base: str, path: str) -> Freeze:
                     owner = node.func.value
                     record(loops.get(owner.id, owner) if isinstance(owner, ast.Name) else owner, not value, node.lineno)
             elif method == "enable_input_require_grads" and target(node.func.value)[0]:
-                hook = True
+                hook, undone = True, False
             elif method == "register_forward_hook" and target(node.func.value)[1] is not None:
                 hook = True
-    return Freeze(everything, tuple(dict.fromkeys(attrs)), tuple(dict.fromkeys(unfrozen)), hook, line, path)
+            elif method in ("disable_input_require_grads", "set_input_embeddings") and target(node.func.value)[0]:
+                hook, undone = False, True
+    return Freeze(everything, tuple(dict.fromkeys(attrs)), tuple(dict.fromkeys(unfrozen)), hook, line, path, undone)
 
 
 _HF_ENABLE_KWARGS = {"gradient_checkpointing_enable": "gradient_checkpointing_kwargs", "activation_checkpointing_enable": "activation_checkpointing_kwargs"}
@@ -574,6 +578,7 @@ class ProjectIndex:
             any(f.input_grad_hook for f in freezes),
             first.line,
             first.path,
+            any(f.hook_undone for f in freezes),
         )
 
     def reentrant_hf_enable(self) -> Optional[tuple[str, int]]:

@@ -279,3 +279,22 @@ def test_transformers_layer_keyword_depends_on_the_enabled_mode():
     assert findings(body, transformers="4.57") == {(11, "CKPT003")}  # 4.x default: use_reentrant=True
     enabled = textwrap.dedent(body) + "\ndef train(model):\n    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': True})\n"
     assert findings(enabled, transformers="5.23") == {(11, "CKPT003")}
+
+
+def test_frozen_text_model_is_hooked_by_transformers_5_unless_the_hook_is_undone():
+    body = """
+        from transformers import AutoModelForCausalLM
+        def train(name):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            for p in model.parameters():
+                p.requires_grad = False
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+        def train_swapped(name, embeddings):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            for p in model.parameters():
+                p.requires_grad = False
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+            model.set_input_embeddings(embeddings)
+        """
+    assert findings(body, transformers="5.23") == {(12, "CKPT005")}
+    assert findings(body, transformers="4.57") == {(7, "CKPT005"), (12, "CKPT005")}

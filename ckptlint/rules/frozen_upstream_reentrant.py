@@ -64,8 +64,8 @@ class FrozenUpstreamReentrant(Rule):
             return None
         if ctor.startswith(PEFT_HOOKED):
             return None
-        if transformers_default_reentrant(model.versions.transformers):
-            return freeze  # transformers 4.x adds the hook only when PEFT is loaded
+        if transformers_default_reentrant(model.versions.transformers) or freeze.hook_undone:
+            return freeze  # 4.x adds the hook only with PEFT; disabling it or swapping embeddings drops it
         # 5.x hooks models whose main input is `input_ids`; vision and audio models get nothing.
         main_input = model.index.attribute(ctor, "main_input_name")
         if main_input is not None and main_input.has_constant:
