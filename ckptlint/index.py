@@ -482,6 +482,9 @@ def summarize(source: str, path: str, module: str, is_package: bool) -> ModuleSu
     return _Summarizer(module, is_package).summarize(tree, path)
 
 
+_MAX_ALIAS_HOPS = 32
+
+
 class ProjectIndex:
     """All module summaries of a run, with re-export-aware lookups."""
 
@@ -489,6 +492,7 @@ class ProjectIndex:
         self.modules = modules
         self._constructed: Optional[frozenset[str]] = None
         self._freezes: dict[str, Freeze] = {}
+        self._canonical: dict[str, str] = {}
 
     def split(self, qualname: str) -> tuple[Optional[ModuleSummary], str]:
         parts = qualname.split(".")
@@ -499,9 +503,17 @@ class ProjectIndex:
         return None, qualname
 
     def canonical(self, qualname: str) -> str:
-        """Follow re-exports and module-level aliases: `pkg.Block` -> `pkg.blocks.Block`."""
-        seen = set()
-        while qualname not in seen:
+        """Follow re-exports and module-level aliases: `pkg.Block` -> `pkg.blocks.Block` (memoized)."""
+        if qualname not in self._canonical:
+            self._canonical[qualname] = self._follow(qualname)
+        return self._canonical[qualname]
+
+    def _follow(self, qualname: str) -> str:
+        start, seen = qualname, set()
+        # Bounded: a re-export cycle can produce an ever longer name that `seen` never repeats.
+        for _ in range(_MAX_ALIAS_HOPS):
+            if qualname in seen:
+                return qualname
             seen.add(qualname)
             module, rest = self.split(qualname)
             if module is None:
@@ -516,7 +528,7 @@ class ProjectIndex:
             if target is None:
                 return qualname
             qualname = f"{target}.{tail}" if tail else target
-        return qualname
+        return start  # unresolvable chain: keep the name as spelled
 
     def alias(self, qualname: str) -> Optional[Alias]:
         module, rest = self.split(self.canonical(qualname))

@@ -268,3 +268,12 @@ def test_shadowed_name_is_not_a_site(tmp_path):
         "def f(block, x):\n    checkpoint = lambda fn, *a: fn(*a)\n    return checkpoint(block, x)\n"
     )
     assert sites_of(source, tmp_path) == []
+
+
+def test_reexport_cycle_that_grows_a_name_terminates():
+    from ckptlint.index import ProjectIndex, summarize
+
+    # `a` re-exports `b` from itself under a longer path: each hop appends a segment.
+    a = summarize("from a.b import b\n", "a/__init__.py", "a", True)
+    index = ProjectIndex({"a": a})
+    assert index.canonical("a.b.x") == "a.b.x"
