@@ -4,14 +4,15 @@
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 from collections import OrderedDict
+from contextlib import contextmanager
 import os
-import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -23,16 +24,13 @@ from ckptlint.discovery import discover
 from ckptlint.findings import FileError, Finding, LintReport, Severity
 from ckptlint.index import ModuleSummary, ProjectIndex, summarize
 from ckptlint.model import FileModel, build_file_model
-from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINING_ARGUMENTS, KNOWN_APIS
 from ckptlint.names import module_name_for
+from ckptlint.relevance import SourceSlice, can_matter, relevant_source
 from ckptlint.rules import Rule, all_rules
 from ckptlint.source import Source, SourceError, decode, read_source
 from ckptlint.suppression import Suppressions
 from ckptlint.versions import LibraryVersions
 
-# Text that can only appear in a file holding a checkpoint site; files importing a checkpoint API
-# under another name are found through the index instead.
-_SITE_TEXT = re.compile(r"checkpoint\w*\s*\(|checkpointing\w*\s*=|use_reentrant|GradientCheckpointingLayer")
 # Below this much source, forking workers costs more than it saves (the pre-commit case).
 _PARALLEL_MIN_BYTES = 400_000
 
@@ -54,6 +52,30 @@ def lint(
     stdin: Optional[tuple[str, str]] = None,
 ) -> LintReport:
     """Lint `paths` (and `stdin` as (filename, text)); never raises for a bad file."""
+    with _fewer_collections():
+        return _lint(paths, settings, versions, jobs, cache, stdin)
+
+
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """Parsing allocates millions of short-lived, acyclic nodes; the default collector thresholds made
+    it rescan the long-lived index again and again (measured: a third of the run on transformers)."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(100_000, 50, 100)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+
+
+def _lint(
+    paths: Sequence[str],
+    settings: Settings,
+    versions: LibraryVersions,
+    jobs: Optional[int],
+    cache: Optional[ResultCache],
+    stdin: Optional[tuple[str, str]],
+) -> LintReport:
     report = LintReport()
     discovery = discover([p for p in paths if p != "-"], settings)
     report.errors.extend(FileError(p, "no such file or directory") for p in discovery.missing)
@@ -72,17 +94,18 @@ def lint(
 
     summaries = _summaries(units, cache, jobs if parallel else 1, report)
     index = ProjectIndex({s.name: s for s in summaries.values()})
+    gc.freeze()  # the index lives as long as the run: keep it out of every collection
     candidates = [
         (u, summaries[u.source.path])
         for u in units
-        if u.source.path in summaries and _can_matter(u, summaries[u.source.path], index, settings)
+        if u.source.path in summaries and can_matter(u.source.text, summaries[u.source.path], index, settings)
     ]
     report.files_checked = len(summaries)
 
-    state = (index, versions, settings)
+    digests = {u.source.path: u.source.digest for u in units}
+    state = (index, versions, settings, digests)
     key_prefix = f"a:{__version__}:{settings.fingerprint()}:{versions.torch.text}:{versions.transformers.text}:{index.fingerprint()}"
     keys = {u.source.path: f"{key_prefix}:{u.source.path}:{u.source.digest}" for u, _ in candidates}
-    digests = {u.source.path: u.source.digest for u in units}
     cached = {k: v for k, v in (cache.get_many(keys.values()) if cache else {}).items() if _still_valid(v, digests)}
     todo = [c for c in candidates if keys[c[0].source.path] not in cached]
     fresh = _map(_analyze, todo, jobs if parallel and len(todo) > 1 else 1, state)
@@ -140,26 +163,6 @@ def _summaries(units: list[_Unit], cache: Optional[ResultCache], jobs: int, repo
     return summaries
 
 
-def _can_matter(unit: _Unit, summary: ModuleSummary, index: ProjectIndex, settings: Settings) -> bool:
-    """Cheap test before the LibCST parse: can this file hold a checkpoint site at all?"""
-    text = unit.source.text
-    if _SITE_TEXT.search(text):
-        return True
-    wrappers = dict(settings.checkpoint_functions)
-    if any(name.rsplit(".", 1)[-1] in text for name in wrappers):
-        return True
-    for target in summary.imports.values():
-        canonical = index.canonical(target)
-        alias = index.alias(canonical)
-        if alias is not None:
-            canonical = alias.target
-        if canonical in KNOWN_APIS or canonical in HF_TRAINING_ARGUMENTS or canonical in wrappers:
-            return True
-        if index.class_(canonical) is not None and index.is_subclass(canonical, HF_GC_LAYER):
-            return True
-    return False
-
-
 # --- per-file work (runs in worker processes) -------------------------------------------------------
 
 _STATE: Any = None
@@ -204,6 +207,8 @@ class _Models:
         self.index, self.versions, self.settings = index, versions, settings
         self.by_module: OrderedDict[str, Optional[FileModel]] = OrderedDict()
         self.texts: dict[str, Source] = {}
+        # Files whose bodies the current analysis read: its cached result depends on their content.
+        self.consulted: set[str] = set()
 
     def add(self, model: FileModel, source: Source) -> None:
         self.by_module[model.module] = model
@@ -228,7 +233,10 @@ class _Models:
                 model = build_file_model(tree, summary.path, summary, self.index, self.versions, self.settings)
                 model.models = self.get
                 self.add(model, source)
-        return self.by_module[module]
+        model = self.by_module[module]
+        if model is not None:
+            self.consulted.add(model.path)
+        return model
 
 
 _MODELS: Optional[_Models] = None
@@ -243,14 +251,16 @@ def _analyze(item: tuple[_Unit, ModuleSummary]) -> tuple[str, dict]:
 
 def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
     global _MODELS
-    index, versions, settings = _STATE
+    index, versions, settings, digests = _STATE
+    index.cited.clear()
     if _MODELS is None or _MODELS.index is not index:
         _MODELS = _Models(index, versions, settings)
+    _MODELS.consulted.clear()
     path = unit.source.path
     result: dict[str, Any] = {"findings": [], "unresolved": 0, "error": None, "depends": {}}
-    text = unit.source.text
+    sliced = relevant_source(unit.source.text, summary, index, settings)
     try:
-        tree = cst.parse_module(text)
+        tree = cst.parse_module(sliced.text)
     except cst.ParserSyntaxError as error:
         result["error"] = f"syntax error at line {error.raw_line}, column {error.raw_column + 1}: {error.message}"
         return path, result
@@ -259,7 +269,8 @@ def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
         return path, result
     model = build_file_model(tree, path, summary, index, versions, settings)
     model.models = _MODELS.get
-    _MODELS.add(model, unit.source)
+    if sliced.lines is None:  # a cut model cannot serve other files' callees
+        _MODELS.add(model, unit.source)
     result["unresolved"] = sum(not site.resolved for site in model.sites)
     rules: list[Rule] = [rule() for rule in all_rules()]
     diagnostics = [(rule, d) for rule in rules for d in rule.check(model)]
@@ -267,17 +278,20 @@ def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
     for rule, diagnostic in diagnostics:
         by_path.setdefault(diagnostic.path or path, []).append((rule, diagnostic))
     for where, group in by_path.items():
-        owner = model if where == path else next((m for m in _MODELS.by_module.values() if m and m.path == where), None)
+        if where == path:
+            result["findings"].extend(_findings(model, unit.source, group, settings, sliced))
+            continue
+        owner = next((m for m in _MODELS.by_module.values() if m and m.path == where), None)
         if owner is None:
             continue
         source = _MODELS.texts[where]
-        if where != path:
-            result["depends"][where] = source.digest
-        result["findings"].extend(_findings(owner, source, group, settings))
+        result["findings"].extend(_findings(owner, source, group, settings, SourceSlice(source.text)))
+    others = (_MODELS.consulted | index.cited) - {path}
+    result["depends"].update((other, digests[other]) for other in others if other in digests)
     return path, result
 
 
-def _findings(model: FileModel, source: Source, group: list, settings: Settings) -> list[dict]:
+def _findings(model: FileModel, source: Source, group: list, settings: Settings, sliced: SourceSlice) -> list[dict]:
     """Position, filter (selection, per-file ignores, suppressions) and serialise one file's diagnostics."""
     group = [(rule, d) for rule, d in group if settings.is_enabled(rule.code, model.path)]
     if not group or Suppressions.disables_file(source.text):
@@ -288,13 +302,14 @@ def _findings(model: FileModel, source: Source, group: list, settings: Settings)
     found = []
     for rule, diagnostic in group:
         where = positions[diagnostic.node]
-        if suppressions.suppresses(where.start.line, rule.code):
+        line = sliced.original_line(where.start.line)
+        if suppressions.suppresses(line, rule.code):
             continue
         finding = Finding(
             path=model.path,
-            line=where.start.line,
+            line=line,
             column=where.start.column + 1,
-            end_line=where.end.line,
+            end_line=sliced.original_line(where.end.line),
             end_column=where.end.column + 1,
             code=rule.code,
             message=diagnostic.message,

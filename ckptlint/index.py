@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Iterator, Optional, Union
 
@@ -25,7 +26,6 @@ PARTIAL = frozenset({"functools.partial"})
 class AttrBinding:
     """What `self.<attr> = ...` (or a class-level assignment) can hold."""
 
-    line: int
     constructors: tuple[str, ...] = ()  # classes constructed, container elements included
     container: Optional[str] = None  # qualified container class, e.g. torch.nn.ModuleList
     constant: Optional[Literal] = None
@@ -62,9 +62,19 @@ class Freeze:
 
 
 @dataclass
+class Block:
+    """A top-level statement: its lines, the module-level names it binds and the ones it reads."""
+
+    start: int  # first line, decorators included
+    end: int
+    definition: bool  # a class or function: LibCST may leave it out when nothing needs it
+    binds: tuple[str, ...]
+    refs: tuple[str, ...]
+
+
+@dataclass
 class ClassSummary:
     qualname: str
-    line: int
     bases: tuple[str, ...]
     attrs: dict[str, AttrBinding]
     methods: tuple[str, ...]
@@ -87,12 +97,17 @@ class ModuleSummary:
     hf_enables: list[tuple[int, Optional[bool]]] = field(default_factory=list)
     # Classes built or passed around by helper functions (`return Block(...)`, registries): submodules.
     factory_built: tuple[str, ...] = ()
+    blocks: list[Block] = field(default_factory=list)
     digest: str = field(default="", compare=False)
 
     def to_json(self) -> dict:
         data = asdict(self)
+        # The digest covers declarations, not positions: an edit that only moves lines keeps other
+        # files' cached results (a result that cites another file's line depends on that file instead).
+        declarations = _positionless({k: v for k, v in data.items() if k != "blocks"})
+        declarations["hf_enables"] = [reentrant for _, reentrant in self.hf_enables]
         # Computed once per file version and cached with the summary: the warm path never re-serialises.
-        data["digest"] = hashlib.blake2b(json.dumps(data, sort_keys=True, default=str).encode(), digest_size=16).hexdigest()
+        data["digest"] = hashlib.blake2b(json.dumps(declarations, sort_keys=True).encode(), digest_size=16).hexdigest()
         return data
 
     @classmethod
@@ -100,7 +115,6 @@ class ModuleSummary:
         classes = {
             name: ClassSummary(
                 qualname=c["qualname"],
-                line=c["line"],
                 bases=tuple(c["bases"]),
                 attrs={a: AttrBinding(**{**b, "constructors": tuple(b["constructors"])}) for a, b in c["attrs"].items()},
                 methods=tuple(c["methods"]),
@@ -120,9 +134,18 @@ class ModuleSummary:
             instance_freezes={n: _freeze_from_json(f) for n, f in data["instance_freezes"].items()},
             hf_enables=[tuple(e) for e in data["hf_enables"]],
             factory_built=tuple(data["factory_built"]),
+            blocks=[Block(b["start"], b["end"], b["definition"], tuple(b["binds"]), tuple(b["refs"])) for b in data["blocks"]],
         )
         summary.digest = data["digest"]
         return summary
+
+
+def _positionless(data: object) -> object:
+    if isinstance(data, dict):
+        return {k: _positionless(v) for k, v in data.items() if k != "line"}
+    if isinstance(data, (list, tuple)):
+        return [_positionless(v) for v in data]
+    return data
 
 
 def instance_key(function: str, ctor: str) -> str:
@@ -180,12 +203,13 @@ class _Summarizer:
             if alias.name != "*":
                 self.imports[alias.asname or alias.name] = f"{base}.{alias.name}"
 
-    def summarize(self, tree: ast.Module, path: str) -> ModuleSummary:
+    def summarize(self, tree: ast.Module, path: str, source: str) -> ModuleSummary:
         for stmt in _module_level(tree.body):
             if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.local_names.add(stmt.name)
             elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
                 self.bind_imports(stmt)
+        self.lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         classes: dict[str, ClassSummary] = {}
         functions: list[str] = []
         aliases: dict[str, Alias] = {}
@@ -195,37 +219,67 @@ class _Summarizer:
                 classes[stmt.name] = self.summarize_class(stmt)
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 functions.append(stmt.name)
-                self.collect_instance_freezes(stmt, path, stmt.name)
+                if self.may_freeze(stmt):
+                    self.collect_instance_freezes(stmt, path, stmt.name)
             elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                 alias = self.alias(stmt.value)
                 if alias is not None:
                     aliases[stmt.targets[0].id] = alias
-        self.collect_instance_freezes(tree, path, "")
+        if _FREEZE_TEXT.search(source):
+            self.collect_instance_freezes(tree, path, "")
+        blocks, built = self.scan(tree)
+        hf_enables = _hf_enables(tree) if "checkpointing_enable" in source else []
         return ModuleSummary(
             self.module, path, self.is_package, dict(self.imports), classes, tuple(functions), aliases, self.instance_freezes,
-            _hf_enables(tree), self.factory_built(tree),
+            hf_enables, built, blocks,
         )
 
-    def factory_built(self, tree: ast.Module) -> tuple[str, ...]:
-        """Classes that helper code builds or hands on rather than binding to a variable and running."""
+    def may_freeze(self, node: ast.stmt) -> bool:
+        """Freezing facts need one of a few words in the statement: skip the walks without them."""
+        return _FREEZE_TEXT.search("\n".join(self.lines[node.lineno - 1 : node.end_lineno])) is not None
+
+    def scan(self, tree: ast.Module) -> tuple[list[Block], tuple[str, ...]]:
+        """One walk over every top-level statement: which module-level names it binds and reads
+        (for parsing only what a checkpoint can reach) and which classes helper code builds or hands
+        on rather than binding to a variable and running (factory-built submodules)."""
+        blocks: list[Block] = []
         built: list[str] = []
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Return) and node.value is not None:
-                candidates = [node.value]
-            elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-                candidates = list(node.elts)
-            elif isinstance(node, ast.Dict):
-                candidates = [v for v in node.values if v is not None]
-            elif isinstance(node, ast.Call):
-                candidates = [*node.args, *(k.value for k in node.keywords)]
+        for stmt in tree.body:
+            loads: set[str] = set()
+            stores: set[str] = set()
+            for node in _nodes(stmt):
+                kind = type(node)
+                if kind is ast.Name:
+                    (loads if type(node.ctx) is ast.Load else stores).add(node.id)
+                    continue
+                if kind is ast.Return:
+                    candidates = [node.value] if node.value is not None else []
+                elif kind is ast.List or kind is ast.Tuple or kind is ast.Set:
+                    candidates = node.elts
+                elif kind is ast.Dict:
+                    candidates = [v for v in node.values if v is not None]
+                elif kind is ast.Call:
+                    candidates = [*node.args, *(k.value for k in node.keywords)]
+                else:
+                    continue
+                for candidate in candidates:
+                    target = candidate.func if isinstance(candidate, ast.Call) else candidate
+                    name = self.qualify(target) if isinstance(target, (ast.Name, ast.Attribute)) else None
+                    if name and (name.startswith(self.module + ".") or name in self.imports.values()):
+                        built.append(name)
+            definition = isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            if definition:
+                binds = {stmt.name}
             else:
-                continue
-            for candidate in candidates:
-                target = candidate.func if isinstance(candidate, ast.Call) else candidate
-                name = self.qualify(target) if isinstance(target, (ast.Name, ast.Attribute)) else None
-                if name and name.startswith(self.module + ".") or (name and name in self.imports.values()):
-                    built.append(name)
-        return tuple(dict.fromkeys(built))
+                binds = stores | {n for s in _module_level([stmt]) if isinstance(s, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) for n in [s.name]}
+                binds |= {a.asname or a.name.split(".", 1)[0] for s in _module_level([stmt]) if isinstance(s, (ast.Import, ast.ImportFrom)) for a in s.names}
+            first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+            blocks.append(Block(first, stmt.end_lineno or stmt.lineno, definition, tuple(sorted(binds)), tuple(sorted(loads))))
+        # Only names some statement binds can link statements: drop builtins and attributes' roots elsewhere.
+        bound = {name for block in blocks for name in block.binds}
+        for block in blocks:
+            block.refs = tuple(n for n in block.refs if n in bound)
+        return blocks, tuple(dict.fromkeys(built))
 
     def collect_instance_freezes(self, scope: ast.AST, path: str, function: str) -> None:
         """`model = Net(); for p in model.parameters(): p.requires_grad = False` in a script."""
@@ -269,15 +323,15 @@ class _Summarizer:
                 methods.append(stmt.name)
                 if stmt.name == "__init__":
                     self.collect_init(stmt, attrs)
-                    freeze = _freeze_facts(stmt, "self", "")
+                    freeze = _freeze_facts(stmt, "self", "") if self.may_freeze(stmt) else Freeze()
                 elif stmt.name == "forward":
                     forward_no_grad = any(self.qualify(d.func if isinstance(d, ast.Call) else d) in _NO_GRAD for d in stmt.decorator_list)
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 for target in targets:
                     if isinstance(target, ast.Name):
-                        attrs.setdefault(target.id, self.binding(stmt.value, {}, stmt.lineno))
-        return ClassSummary(f"{self.module}.{node.name}", node.lineno, bases, attrs, tuple(methods), forward_no_grad, freeze)
+                        attrs.setdefault(target.id, self.binding(stmt.value, {}))
+        return ClassSummary(f"{self.module}.{node.name}", bases, attrs, tuple(methods), forward_no_grad, freeze)
 
     def collect_init(self, init: ast.FunctionDef, attrs: dict[str, AttrBinding]) -> None:
         # Local lists that later become ModuleList/Sequential contents: `layers.append(Block())`.
@@ -286,7 +340,7 @@ class _Summarizer:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer" and node.args:
                 known, name = literal(node.args[0])
                 if known and isinstance(name, str) and isinstance(node.func.value, ast.Name) and node.func.value.id == "self":
-                    attrs[name] = AttrBinding(node.lineno, is_buffer=True)
+                    attrs[name] = AttrBinding(is_buffer=True)
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("append", "extend", "add_module") and node.args:
                 owner = node.func.value
                 elements = self.constructors(node.args[-1], local_elements)
@@ -300,26 +354,26 @@ class _Summarizer:
                 for target in targets:
                     attr = _self_attr(target)
                     if attr is not None:
-                        new = self.binding(node.value, local_elements, node.lineno)
+                        new = self.binding(node.value, local_elements)
                         old = attrs.get(attr)
                         attrs[attr] = _merge(old, new) if old else new
                     elif isinstance(target, ast.Name) and isinstance(node.value, (ast.List, ast.ListComp, ast.Tuple)):
                         local_elements[target.id] = list(self.constructors(node.value, local_elements))
 
-    def binding(self, value: ast.AST, local_elements: dict[str, list[str]], line: int) -> AttrBinding:
+    def binding(self, value: ast.AST, local_elements: dict[str, list[str]]) -> AttrBinding:
         known, const = literal(value)
         if known:
-            return AttrBinding(line, constant=const, has_constant=True)
+            return AttrBinding(constant=const, has_constant=True)
         if isinstance(value, ast.Lambda):
-            return AttrBinding(line, is_lambda=True)
+            return AttrBinding(is_lambda=True)
         if isinstance(value, ast.Call):
             ctor = self.qualify(value.func)
             if ctor in CONTAINERS:
                 elements: list[str] = []
                 for arg in value.args:
                     elements.extend(self.constructors(arg, local_elements))
-                return AttrBinding(line, tuple(dict.fromkeys(elements)), container=ctor)
-        return AttrBinding(line, tuple(dict.fromkeys(self.constructors(value, local_elements))))
+                return AttrBinding(tuple(dict.fromkeys(elements)), container=ctor)
+        return AttrBinding(tuple(dict.fromkeys(self.constructors(value, local_elements))))
 
     def constructors(self, value: ast.AST, local_elements: dict[str, list[str]]) -> Iterator[str]:
         """Classes that an expression may construct (through lists, comprehensions, conditionals)."""
@@ -360,6 +414,8 @@ def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
             yield stmt
 
 
+# Words without which a statement cannot freeze parameters or add an input-grad hook.
+_FREEZE_TEXT = re.compile(r"requires_grad|input_require_grads|register_forward_hook|set_input_embeddings")
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
 
 
@@ -447,13 +503,39 @@ def _hf_enables(tree: ast.Module) -> list[tuple[int, Optional[bool]]]:
     return found
 
 
-def _in_source_order(node: ast.AST) -> Iterator[ast.AST]:
+def _in_source_order(node: ast.AST) -> list[ast.AST]:
     """Depth-first pre-order; `ast.walk` is breadth-first, which would read a list before it is filled."""
+    order = []
     stack = [node]
     while stack:
         current = stack.pop()
-        yield current
-        stack.extend(reversed(list(ast.iter_child_nodes(current))))
+        order.append(current)
+        children = _children(current)
+        children.reverse()
+        stack.extend(children)
+    return order
+
+
+def _nodes(node: ast.AST) -> list[ast.AST]:
+    """Every node under `node` in no particular order (faster than `ast.walk`)."""
+    found = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        stack.extend(_children(current))
+    return found
+
+
+def _children(node: ast.AST) -> list[ast.AST]:
+    children = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, ast.AST):
+            children.append(value)
+        elif type(value) is list:
+            children.extend(v for v in value if isinstance(v, ast.AST))
+    return children
 
 
 def _self_attr(node: ast.AST) -> Optional[str]:
@@ -466,7 +548,6 @@ def _merge(old: AttrBinding, new: AttrBinding) -> AttrBinding:
     """An attribute assigned on several paths may hold any of the values."""
     same_constant = old.has_constant and new.has_constant and old.constant == new.constant
     return AttrBinding(
-        old.line,
         tuple(dict.fromkeys(old.constructors + new.constructors)),
         old.container or new.container,
         old.constant if same_constant else None,
@@ -479,7 +560,7 @@ def _merge(old: AttrBinding, new: AttrBinding) -> AttrBinding:
 def summarize(source: str, path: str, module: str, is_package: bool) -> ModuleSummary:
     """Raises SyntaxError/ValueError for unparsable sources; the engine reports them."""
     tree = ast.parse(source, filename=path)
-    return _Summarizer(module, is_package).summarize(tree, path)
+    return _Summarizer(module, is_package).summarize(tree, path, source)
 
 
 _MAX_ALIAS_HOPS = 32
@@ -491,8 +572,10 @@ class ProjectIndex:
     def __init__(self, modules: dict[str, ModuleSummary]) -> None:
         self.modules = modules
         self._constructed: Optional[frozenset[str]] = None
-        self._freezes: dict[str, Freeze] = {}
+        self._freezes: dict[str, tuple[Freeze, frozenset[str]]] = {}
         self._canonical: dict[str, str] = {}
+        # Files whose line numbers the current analysis read (summary digests leave positions out).
+        self.cited: set[str] = set()
 
     def split(self, qualname: str) -> tuple[Optional[ModuleSummary], str]:
         parts = qualname.split(".")
@@ -573,15 +656,19 @@ class ProjectIndex:
         """Freezing in the class's own `__init__` and on its instances anywhere in the project."""
         if class_qualname not in self._freezes:
             self._freezes[class_qualname] = self._freeze_of(class_qualname)
-        return self._freezes[class_qualname]
+        freeze, paths = self._freezes[class_qualname]
+        self.cited |= paths
+        return freeze
 
-    def _freeze_of(self, class_qualname: str) -> Freeze:
+    def _freeze_of(self, class_qualname: str) -> tuple[Freeze, frozenset[str]]:
         canonical = self.canonical(class_qualname)
+        module, _ = self.split(canonical)
         summary = self.class_(canonical)
-        freezes = [summary.freeze] if summary else []
-        freezes += [f for m in self.modules.values() for key, f in m.instance_freezes.items() if key.endswith("|" + canonical)]
-        if not freezes:
-            return Freeze()
+        found = [(summary.freeze, module.path)] if summary and module else []
+        found += [(f, m.path) for m in self.modules.values() for key, f in m.instance_freezes.items() if key.endswith("|" + canonical)]
+        if not found:
+            return Freeze(), frozenset()
+        freezes = [f for f, _ in found]
         first = next((f for f in freezes if f.line), freezes[0])
         return Freeze(
             any(f.everything for f in freezes),
@@ -591,13 +678,14 @@ class ProjectIndex:
             first.line,
             first.path,
             any(f.hook_undone for f in freezes),
-        )
+        ), frozenset(path for f, path in found if f.line)
 
     def reentrant_hf_enable(self) -> Optional[tuple[str, int]]:
         """Where the project switches transformers checkpointing to reentrant mode explicitly."""
         for module in self.modules.values():
             for line, reentrant in module.hf_enables:
                 if reentrant:
+                    self.cited.add(module.path)
                     return module.path, line
         return None
 

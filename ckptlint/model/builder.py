@@ -86,7 +86,7 @@ from ckptlint.versions import LibraryVersions, torch_default_reentrant, transfor
 
 from ckptlint.index import ClassSummary as _ClassSummary
 
-_NO_SUMMARY = _ClassSummary("", 0, (), {}, ())
+_NO_SUMMARY = _ClassSummary("", (), {}, ())
 if TYPE_CHECKING:
     from ckptlint.model.regions import Region
 

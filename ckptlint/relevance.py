@@ -1,0 +1,118 @@
+"""What of a file can matter, decided from text and the `ast` index before any LibCST parse.
+
+Two cuts: a file that cannot hold a checkpoint site is not parsed at all, and in a file that can,
+only the top-level statements a checkpoint can reach are: the definitions that hold a site or
+build transformers checkpointing layers, and everything they refer to (callees, submodule classes,
+bases, registries), transitively. In transformers modeling files that leaves out the heads and output
+classes. The statements left out are cut whole, so the rest parses alone; findings map their lines
+back through `SourceSlice.original_line`.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import Optional
+
+from ckptlint.config import Settings
+from ckptlint.index import ModuleSummary, ProjectIndex
+from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINING_ARGUMENTS, KNOWN_APIS
+
+# Text that can only appear where a checkpoint site is; a checkpoint API imported under another
+# name is found through the names a statement reads instead.
+SITE_TEXT = re.compile(r"checkpoint\w*\s*\(|checkpointing\w*\s*=|use_reentrant|GradientCheckpointingLayer")
+# Line ends as `ast` counts them, so that index line numbers address these lines.
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+@dataclass(frozen=True)
+class SourceSlice:
+    text: str
+    # Line in the file of each line of `text`; None when nothing was cut.
+    lines: Optional[tuple[int, ...]] = None
+
+    def original_line(self, line: int) -> int:
+        return self.lines[line - 1] if self.lines else line
+
+
+def can_matter(text: str, summary: ModuleSummary, index: ProjectIndex, settings: Settings) -> bool:
+    """Can this file hold a checkpoint site at all?"""
+    return _site_text(settings).search(text) is not None or bool(checkpoint_names(summary, index, settings))
+
+
+def checkpoint_names(summary: ModuleSummary, index: ProjectIndex, settings: Settings) -> set[str]:
+    """Module-level names bound to a checkpoint API, a project wrapper, transformers training
+    arguments, or a transformers checkpointing layer class."""
+    wrappers = dict(settings.checkpoint_functions)
+    bindings = {**{name: target for name, target in summary.imports.items()}, **{name: f"{summary.name}.{name}" for name in summary.aliases}}
+    bindings.update((name, f"{summary.name}.{name}") for name in summary.classes)
+    names = set()
+    for name, target in bindings.items():
+        canonical = index.canonical(target)
+        alias = index.alias(canonical)
+        if alias is not None:
+            canonical = alias.target
+        if canonical in KNOWN_APIS or canonical in HF_TRAINING_ARGUMENTS or canonical in wrappers:
+            names.add(name)
+        elif index.class_(canonical) is not None and index.is_subclass(canonical, HF_GC_LAYER):
+            names.add(name)
+    return names
+
+
+def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, settings: Settings) -> SourceSlice:
+    """The file with the top-level definitions no checkpoint can reach cut out."""
+    blocks = summary.blocks
+    if not any(block.definition for block in blocks):
+        return SourceSlice(text)
+    matches = list(_LINE.finditer(text))
+    starts = [match.start() for match in matches]
+    site_lines = [bisect_right(starts, match.start()) for match in _site_text(settings).finditer(text)]
+    triggers = checkpoint_names(summary, index, settings)
+    binders: dict[str, list[int]] = {}
+    for number, block in enumerate(blocks):
+        for name in block.binds:
+            binders.setdefault(name, []).append(number)
+    work = [
+        number
+        for number, block in enumerate(blocks)
+        if any(block.start <= line <= block.end for line in site_lines)
+        or triggers.intersection(block.refs)
+        or (block.definition and _builds_checkpointing_layers(summary, index, block.binds))
+    ]
+    needed = set(work)
+    while work:
+        for name in blocks[work.pop()].refs:
+            for number in binders.get(name, ()):
+                if number not in needed:
+                    needed.add(number)
+                    work.append(number)
+    cut = [block for number, block in enumerate(blocks) if block.definition and number not in needed]
+    if not cut:
+        return SourceSlice(text)
+    dropped = {line for block in cut for line in range(block.start, block.end + 1)}
+    kept = tuple(number for number in range(1, len(matches) + 1) if number not in dropped)
+    return SourceSlice("".join(matches[number - 1].group() for number in kept), kept)
+
+
+def _site_text(settings: Settings) -> re.Pattern[str]:
+    wrappers = [name.rsplit(".", 1)[-1] for name, _ in settings.checkpoint_functions]
+    if not wrappers:
+        return SITE_TEXT
+    return re.compile(f"{SITE_TEXT.pattern}|\\b(?:{'|'.join(map(re.escape, wrappers))})\\b")
+
+
+def _builds_checkpointing_layers(summary: ModuleSummary, index: ProjectIndex, names: tuple[str, ...]) -> bool:
+    """A module class whose submodules (its own or inherited) are transformers checkpointing layers:
+    calling them is a checkpoint site."""
+    for name in names:
+        if name not in summary.classes:
+            continue
+        for ancestor in index.ancestors(f"{summary.name}.{name}"):
+            owner = index.class_(ancestor)
+            for binding in owner.attrs.values() if owner else ():
+                for ctor in binding.constructors:
+                    canonical = index.canonical(ctor)
+                    if index.class_(canonical) is not None and index.is_subclass(canonical, HF_GC_LAYER):
+                        return True
+    return False

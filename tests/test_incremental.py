@@ -1,0 +1,119 @@
+"""The cache re-analyses exactly what an edit affects, and a cached run equals a cold one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+import ckptlint.engine
+from ckptlint.cli import main
+
+BLOCKS = """from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.proj(x)
+"""
+NET = """from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from pkg.blocks import Block
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = Block()
+
+    def forward(self, x):
+        return checkpoint(self.block, x, use_reentrant=False)
+"""
+OTHER = """from torch.utils.checkpoint import checkpoint
+
+
+def step(block, x):
+    return checkpoint(block, x)
+"""
+LAYERS = """import torch
+from torch import nn
+from transformers import PreTrainedModel
+
+
+class Encoder(PreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+
+    def forward(self, hidden):
+        for layer in self.layers:
+            hidden = self._gradient_checkpointing_func(layer.__call__, torch.zeros(4, 4))
+        return hidden
+"""
+TRAIN = """from pkg.layers import Encoder
+
+model = Encoder(None)
+model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+"""
+
+
+@pytest.fixture
+def analysed(monkeypatch):
+    """The files each run parses with LibCST (serial runs: the analysis happens in this process)."""
+    paths: list[str] = []
+    real = ckptlint.engine._analyze_file
+
+    def counting(unit, summary):
+        paths.append(unit.source.path)
+        return real(unit, summary)
+
+    monkeypatch.setattr(ckptlint.engine, "_analyze_file", counting)
+    return paths
+
+
+def check(cache: bool = True) -> dict:
+    args = [".", "--format", "json", "-j", "1", "--torch-version", "2.13", "--transformers-version", "5.23"]
+    return json.loads(CliRunner().invoke(main, args + ([] if cache else ["--no-cache"])).stdout)
+
+
+def findings(document: dict) -> list[tuple[str, int, str]]:
+    return [(f["path"], f["line"], f["code"]) for f in document["findings"]]
+
+
+def test_editing_a_callee_body_re_analyses_its_caller(project, analysed):
+    root = project({"pkg/__init__.py": "", "pkg/blocks.py": BLOCKS, "pkg/net.py": NET, "other.py": OTHER})
+    assert findings(check()) == [("other.py", 5, "CKPT006")]
+    analysed.clear()
+    # A body edit leaves every declaration as it was; only the checkpointed region changed.
+    (root / "pkg/blocks.py").write_text(BLOCKS.replace("return self.proj(x)", "self.last = self.proj(x)\n        return self.last"))
+    warm = check()
+    assert analysed == ["pkg/net.py"]
+    assert findings(warm) == [("other.py", 5, "CKPT006"), ("pkg/blocks.py", 10, "CKPT007")]
+    assert warm == check(cache=False)
+
+
+def test_moving_lines_keeps_unrelated_results_cached(project, analysed):
+    root = project({"pkg/__init__.py": "", "pkg/blocks.py": BLOCKS, "pkg/net.py": NET, "other.py": OTHER})
+    check()
+    analysed.clear()
+    (root / "pkg/blocks.py").write_text("# a comment\n\n" + BLOCKS)
+    check()
+    assert analysed == ["pkg/net.py"]  # it read blocks.py; other.py did not
+    analysed.clear()
+    assert check()["findings"] and analysed == []
+
+
+def test_a_result_citing_another_files_line_follows_that_line(project):
+    root = project({"pkg/__init__.py": "", "pkg/layers.py": LAYERS, "train.py": TRAIN})
+    first = check()
+    assert "the project enables reentrant checkpointing at train.py:4" in first["findings"][0]["message"]
+    (root / "train.py").write_text("import os\n\n" + TRAIN)
+    moved = check()
+    assert "the project enables reentrant checkpointing at train.py:6" in moved["findings"][0]["message"]
+    assert moved == check(cache=False)

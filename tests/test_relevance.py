@@ -1,0 +1,96 @@
+"""LibCST parses only what a checkpoint can reach; findings are the same as with the whole file."""
+
+from __future__ import annotations
+
+from conftest import FIXTURES, lint_text
+
+import ckptlint.engine
+from ckptlint.config import Settings
+from ckptlint.engine import lint
+from ckptlint.index import ProjectIndex, summarize
+from ckptlint.relevance import SourceSlice, can_matter, relevant_source
+from ckptlint.versions import resolve_versions
+
+SOURCE = """import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint as ckpt
+
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = Net()
+        self.head = Head()
+
+    def forward(self, x):
+        return self.head(self.net(x))
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.out = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.out(x)
+
+
+def rotate(x):
+    return torch.cat([-x[..., 2:], x[..., :2]], dim=-1)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        self.cache = rotate(self.proj(x))
+        return self.cache
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = Block()
+
+    def forward(self, x):
+        return ckpt(self.block, x, use_reentrant=False)
+"""
+
+
+def sliced(source: str) -> SourceSlice:
+    summary = summarize(source, "example.py", "example", False)
+    index = ProjectIndex({"example": summary})
+    assert can_matter(source, summary, index, Settings())
+    return relevant_source(source, summary, index, Settings())
+
+
+def test_definitions_no_checkpoint_reaches_are_cut_and_lines_map_back():
+    cut = sliced(SOURCE)
+    # The site reads a renamed checkpoint; the block it runs and the helper that block calls stay.
+    assert "class Net" in cut.text and "class Block" in cut.text and "def rotate" in cut.text
+    assert "class Classifier" not in cut.text and "class Head" not in cut.text
+    original = SOURCE.splitlines()
+    for number, line in enumerate(cut.text.splitlines(), start=1):
+        assert original[cut.original_line(number) - 1] == line
+
+
+def test_findings_point_at_the_original_lines():
+    report = lint_text(SOURCE)
+    line = SOURCE.splitlines().index("        self.cache = rotate(self.proj(x))") + 1
+    assert [(f.line, f.code) for f in report.findings] == [(line, "CKPT007")]
+
+
+def test_nothing_is_cut_from_a_file_whose_definitions_all_matter():
+    source = "from torch.utils.checkpoint import checkpoint\n\n\ndef step(block, x):\n    return checkpoint(block, x)\n"
+    assert sliced(source) == SourceSlice(source)
+
+
+def test_fixtures_give_the_same_findings_with_and_without_the_cut(monkeypatch):
+    settings = Settings()
+    versions = resolve_versions(settings, None, "2.13", "5.23")
+    with_cut = lint([str(FIXTURES)], settings, versions, jobs=1)
+    monkeypatch.setattr(ckptlint.engine, "relevant_source", lambda text, *args: SourceSlice(text))
+    whole = lint([str(FIXTURES)], settings, versions, jobs=1)
+    assert with_cut.findings == whole.findings and len(whole.findings) > 20
