@@ -24,8 +24,9 @@ from ckptlint.discovery import discover
 from ckptlint.findings import FileError, Finding, LintReport, Severity
 from ckptlint.index import ModuleSummary, ProjectIndex, summarize
 from ckptlint.model import FileModel, build_file_model
+from ckptlint.model.walk import descendants
 from ckptlint.names import module_name_for
-from ckptlint.relevance import SourceSlice, can_matter, relevant_source
+from ckptlint.relevance import SourceSlice, can_matter, relevant_source, whole_source
 from ckptlint.rules import Rule, all_rules
 from ckptlint.source import Source, SourceError, decode, read_source
 from ckptlint.suppression import Suppressions
@@ -285,7 +286,7 @@ def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
         if owner is None:
             continue
         source = _MODELS.texts[where]
-        result["findings"].extend(_findings(owner, source, group, settings, SourceSlice(source.text)))
+        result["findings"].extend(_findings(owner, source, group, settings, whole_source(source.text, index.modules[owner.module])))
     others = (_MODELS.consulted | index.cited) - {path}
     result["depends"].update((other, digests[other]) for other in others if other in digests)
     return path, result
@@ -296,21 +297,19 @@ def _findings(model: FileModel, source: Source, group: list, settings: Settings,
     group = [(rule, d) for rule, d in group if settings.is_enabled(rule.code, model.path)]
     if not group or Suppressions.disables_file(source.text):
         return []
-    # Positions cost a full codegen pass: computed only for files that have findings.
-    positions = MetadataWrapper(model.tree, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = _positions(model.tree, sliced, [d.node for _, d in group])
     suppressions = Suppressions(source.text.splitlines())
     found = []
     for rule, diagnostic in group:
-        where = positions[diagnostic.node]
-        line = sliced.original_line(where.start.line)
+        line, column, end_line, end_column = positions[id(diagnostic.node)]
         if suppressions.suppresses(line, rule.code):
             continue
         finding = Finding(
             path=model.path,
             line=line,
-            column=where.start.column + 1,
-            end_line=sliced.original_line(where.end.line),
-            end_column=where.end.column + 1,
+            column=column + 1,
+            end_line=end_line,
+            end_column=end_column + 1,
             code=rule.code,
             message=diagnostic.message,
             help=diagnostic.help,
@@ -318,3 +317,33 @@ def _findings(model: FileModel, source: Source, group: list, settings: Settings,
         )
         found.append({**asdict(finding), "severity": finding.severity.value})
     return found
+
+
+def _positions(tree: cst.Module, sliced: SourceSlice, nodes: list[cst.CSTNode]) -> dict[int, tuple[int, int, int, int]]:
+    """(line, column, end line, end column) in the file of each node, by node id.
+
+    Positions cost a codegen pass: it runs only over the top-level statements that hold the nodes,
+    each placed at the line where `ast` says it starts.
+    """
+    wanted = {id(node) for node in nodes}
+    found: dict[int, tuple[int, int, int, int]] = {}
+    parts: list[tuple[cst.Module, Optional[int]]]
+    if sliced.starts is None or len(sliced.starts) != len(tree.body):
+        parts = [(tree, None)]
+    else:
+        parts = []
+        for start, statement in zip(sliced.starts, tree.body):
+            if wanted.intersection(map(id, descendants(statement))):
+                # The module keeps its indentation and newline defaults; codegen starts at the statement.
+                parts.append((tree.with_changes(body=[statement], header=[], footer=[]), start - 1 - len(statement.leading_lines)))
+    for module, offset in parts:
+        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        for node, where in positions.items():
+            if id(node) in wanted:
+                if offset is None:
+                    line, end_line = sliced.original_line(where.start.line), sliced.original_line(where.end.line)
+                else:
+                    line, end_line = where.start.line + offset, where.end.line + offset
+                found[id(node)] = (line, where.start.column, end_line, where.end.column)
+    return found
+

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ckptlint.config import Settings
-from ckptlint.index import ModuleSummary, ProjectIndex
+from ckptlint.index import Block, ModuleSummary, ProjectIndex
 from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINING_ARGUMENTS, KNOWN_APIS
 
 # Text that can only appear where a checkpoint site is; a checkpoint API imported under another
@@ -31,9 +31,27 @@ class SourceSlice:
     text: str
     # Line in the file of each line of `text`; None when nothing was cut.
     lines: Optional[tuple[int, ...]] = None
+    # Line in the file where each top-level statement of `text` starts (decorators included), so
+    # that positions can be computed per statement; None when unknown.
+    starts: Optional[tuple[int, ...]] = None
 
     def original_line(self, line: int) -> int:
         return self.lines[line - 1] if self.lines else line
+
+
+def whole_source(text: str, summary: ModuleSummary) -> SourceSlice:
+    return SourceSlice(text, None, _statement_starts(summary.blocks))
+
+
+def _statement_starts(blocks: list[Block]) -> tuple[int, ...]:
+    """One start per LibCST statement: `a = 1; b = 2` is two `ast` statements but one line."""
+    starts: list[int] = []
+    end = 0
+    for block in blocks:
+        if block.start > end:
+            starts.append(block.start)
+        end = max(end, block.end)
+    return tuple(starts)
 
 
 def can_matter(text: str, summary: ModuleSummary, index: ProjectIndex, settings: Settings) -> bool:
@@ -64,7 +82,7 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
     """The file with the top-level definitions no checkpoint can reach cut out."""
     blocks = summary.blocks
     if not any(block.definition for block in blocks):
-        return SourceSlice(text)
+        return whole_source(text, summary)
     matches = list(_LINE.finditer(text))
     starts = [match.start() for match in matches]
     site_lines = [bisect_right(starts, match.start()) for match in _site_text(settings).finditer(text)]
@@ -89,10 +107,11 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
                     work.append(number)
     cut = [block for number, block in enumerate(blocks) if block.definition and number not in needed]
     if not cut:
-        return SourceSlice(text)
+        return whole_source(text, summary)
     dropped = {line for block in cut for line in range(block.start, block.end + 1)}
     kept = tuple(number for number in range(1, len(matches) + 1) if number not in dropped)
-    return SourceSlice("".join(matches[number - 1].group() for number in kept), kept)
+    remaining = [block for number, block in enumerate(blocks) if not block.definition or number in needed]
+    return SourceSlice("".join(matches[number - 1].group() for number in kept), kept, _statement_starts(remaining))
 
 
 def _site_text(settings: Settings) -> re.Pattern[str]:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import libcst as cst
 from conftest import FIXTURES, lint_text
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 import ckptlint.engine
 from ckptlint.config import Settings
-from ckptlint.engine import lint
+from ckptlint.engine import _positions, lint
 from ckptlint.index import ProjectIndex, summarize
-from ckptlint.relevance import SourceSlice, can_matter, relevant_source
+from ckptlint.model.walk import descendants
+from ckptlint.relevance import SourceSlice, can_matter, relevant_source, whole_source
 from ckptlint.versions import resolve_versions
 
 SOURCE = """import torch
@@ -84,7 +87,8 @@ def test_findings_point_at_the_original_lines():
 
 def test_nothing_is_cut_from_a_file_whose_definitions_all_matter():
     source = "from torch.utils.checkpoint import checkpoint\n\n\ndef step(block, x):\n    return checkpoint(block, x)\n"
-    assert sliced(source) == SourceSlice(source)
+    whole = sliced(source)
+    assert whole.text == source and whole.lines is None and whole.starts == (1, 4)
 
 
 def test_fixtures_give_the_same_findings_with_and_without_the_cut(monkeypatch):
@@ -94,3 +98,34 @@ def test_fixtures_give_the_same_findings_with_and_without_the_cut(monkeypatch):
     monkeypatch.setattr(ckptlint.engine, "relevant_source", lambda text, *args: SourceSlice(text))
     whole = lint([str(FIXTURES)], settings, versions, jobs=1)
     assert with_cut.findings == whole.findings and len(whole.findings) > 20
+
+
+TRICKY = '''# header comment
+import torch; from torch.utils.checkpoint import checkpoint
+
+
+# a comment before a decorated class
+@torch.no_grad()
+@staticmethod
+class Odd:
+  def run(self, block, x):  # two-space indents
+    return checkpoint(block,
+                      x)
+
+x = 1; y = checkpoint(len, [x])
+if x:
+  def inner(b, v):
+      return checkpoint(b, v, use_reentrant=True)
+'''
+
+
+def test_positions_per_statement_equal_whole_module_positions():
+    tree = cst.parse_module(TRICKY)
+    expected = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
+    calls = [node for node in descendants(tree) if isinstance(node, (cst.Call, cst.Arg, cst.Name))]
+    source = whole_source(TRICKY, summarize(TRICKY, "t.py", "t", False))
+    assert source.starts == (2, 6, 13, 14)
+    found = _positions(tree, source, calls)
+    for node in calls:
+        where = expected[node]
+        assert found[id(node)] == (where.start.line, where.start.column, where.end.line, where.end.column)

@@ -35,6 +35,15 @@ def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
                     yield item
 
 
+def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The node and every node under it (whitespace and punctuation left out)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(children(current))
+
+
 class ReadOnlyWalker:
     """Subclasses define `visit_<Node>` (return False to skip children) and `leave_<Node>`."""
 
