@@ -12,8 +12,8 @@ import ast
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Iterator, Optional, Union
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Optional, Union
 
 from ckptlint.names import absolute_module, import_bindings, resolve_dotted
 
@@ -101,7 +101,7 @@ class ModuleSummary:
     digest: str = field(default="", compare=False)
 
     def to_json(self) -> dict:
-        data = asdict(self)
+        data = _plain(self)
         # The digest covers declarations, not positions: an edit that only moves lines keeps other
         # files' cached results (a result that cites another file's line depends on that file instead).
         declarations = _positionless({k: v for k, v in data.items() if k != "blocks"})
@@ -138,6 +138,18 @@ class ModuleSummary:
         )
         summary.digest = data["digest"]
         return summary
+
+
+def _plain(value: object) -> Any:
+    """`dataclasses.asdict` without its deep copies (a tenth of the index pass)."""
+    fields = getattr(value, "__dataclass_fields__", None)
+    if fields is not None:
+        return {name: _plain(getattr(value, name)) for name in fields}
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
 
 
 def _positionless(data: object) -> object:
@@ -573,6 +585,8 @@ class ProjectIndex:
         self.modules = modules
         self._constructed: Optional[frozenset[str]] = None
         self._freezes: dict[str, tuple[Freeze, frozenset[str]]] = {}
+        self._instance_freezes: Optional[dict[str, list[tuple[Freeze, str]]]] = None
+        self._hf_enable: Optional[tuple[Optional[tuple[str, int]]]] = None
         self._canonical: dict[str, str] = {}
         # Files whose line numbers the current analysis read (summary digests leave positions out).
         self.cited: set[str] = set()
@@ -665,7 +679,12 @@ class ProjectIndex:
         module, _ = self.split(canonical)
         summary = self.class_(canonical)
         found = [(summary.freeze, module.path)] if summary and module else []
-        found += [(f, m.path) for m in self.modules.values() for key, f in m.instance_freezes.items() if key.endswith("|" + canonical)]
+        if self._instance_freezes is None:
+            self._instance_freezes = {}
+            for m in self.modules.values():
+                for key, f in m.instance_freezes.items():
+                    self._instance_freezes.setdefault(key.rsplit("|", 1)[-1], []).append((f, m.path))
+        found += self._instance_freezes.get(canonical, [])
         if not found:
             return Freeze(), frozenset()
         freezes = [f for f, _ in found]
@@ -682,12 +701,13 @@ class ProjectIndex:
 
     def reentrant_hf_enable(self) -> Optional[tuple[str, int]]:
         """Where the project switches transformers checkpointing to reentrant mode explicitly."""
-        for module in self.modules.values():
-            for line, reentrant in module.hf_enables:
-                if reentrant:
-                    self.cited.add(module.path)
-                    return module.path, line
-        return None
+        if self._hf_enable is None:
+            found = next(((m.path, line) for m in self.modules.values() for line, reentrant in m.hf_enables if reentrant), None)
+            self._hf_enable = (found,)
+        found = self._hf_enable[0]
+        if found is not None:
+            self.cited.add(found[0])
+        return found
 
     def constructed_classes(self) -> frozenset[str]:
         """Classes some module builds as a submodule: their forward inputs come from a parent."""

@@ -61,8 +61,10 @@ from ckptlint.model.sites import (
     Param,
     Partial,
     Ref,
+    Spelling,
     Tensor,
     Value,
+    code,
     join_grad,
     merge,
 )
@@ -172,10 +174,6 @@ class _Arguments:
     keywords: dict[str, tuple[Value, cst.CSTNode, FlagStatus]]
     has_star_args: bool
     unresolved_kwargs: bool
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
 
 
 class ModelBuilder(ReadOnlyWalker):
@@ -551,7 +549,7 @@ class ModelBuilder(ReadOnlyWalker):
         increment = self.evaluate(node.value)
         target = node.target
         if not isinstance(target, cst.Attribute):
-            self.bind_target(target, join_grad([self.evaluate(target), increment], _code(target)), node)
+            self.bind_target(target, join_grad([self.evaluate(target), increment], Spelling("{}", target)), node)
             return
         owner = self.scope.class_qualname
         binding = self.index.attribute(owner, target.attr.value) if owner and _is_self(target.value) else None
@@ -640,7 +638,7 @@ class ModelBuilder(ReadOnlyWalker):
         if isinstance(node, cst.Subscript):
             return self.element_of(self.evaluate(node.value))
         if isinstance(node, cst.BinaryOperation):
-            return join_grad([self.evaluate(node.left), self.evaluate(node.right)], f"`{_code(node)}`")
+            return join_grad([self.evaluate(node.left), self.evaluate(node.right)], Spelling("`{}`", node))
         if isinstance(node, cst.UnaryOperation):
             return self.evaluate(node.expression)
         if isinstance(node, cst.Dict):
@@ -669,12 +667,12 @@ class ModelBuilder(ReadOnlyWalker):
         if not isinstance(func, Ref):
             return UNKNOWN
         if func.qualname in DATA_LOADERS:
-            return DataSource(_code(node.args[0].value) if node.args else "loader")
+            return DataSource(code(node.args[0].value) if node.args else "loader")
         if func.qualname in TENSOR_FACTORIES:
             requires = any(a.keyword and a.keyword.value == "requires_grad" and self.evaluate(a.value) == Const(True) for a in node.args)
             if requires:
-                return Tensor(Grad.REQUIRED, f"`{_code(node)}` requires grad")
-            return Tensor(Grad.NONE, f"`{_code(node.func)}(...)` creates a tensor that does not require grad")
+                return Tensor(Grad.REQUIRED, Spelling("`{}` requires grad", node))
+            return Tensor(Grad.NONE, Spelling("`{}(...)` creates a tensor that does not require grad", node.func))
         if func.qualname == "functools.partial" and node.args and not node.args[0].keyword and not node.args[0].star:
             arguments = self.arguments(node.args[1:])
             keywords = {k: v for k, (v, _, _) in arguments.keywords.items()}
@@ -684,24 +682,24 @@ class ModelBuilder(ReadOnlyWalker):
         if func.qualname == "builtins.dict" and all(arg.keyword or arg.star == "**" for arg in node.args):
             return self.dict_from_arguments(node, node.args)
         if self.index.class_(func.qualname) is not None:
-            return ModuleObject((func.qualname,), _code(node.func))
+            return ModuleObject((func.qualname,), code(node.func))
         if func.qualname.startswith(GRAD_NEUTRAL_PREFIXES) and func.qualname.count(".") <= 3:
-            return join_grad([self.evaluate(a.value) for a in node.args if not a.star], f"`{_code(node)}`")
+            return join_grad([self.evaluate(a.value) for a in node.args if not a.star], Spelling("`{}`", node))
         module, name = self.index.split(func.qualname)
         if module is not None and name in module.functions:
             inputs = [self.evaluate(a.value) for a in node.args if not a.star]
             if any(isinstance(v, Tensor) for v in inputs):
                 # A tensor, but maybe a mask built from an input's shape: whether it needs grad is open.
-                return Tensor(Grad.UNKNOWN, f"`{_code(node)}`")
+                return Tensor(Grad.UNKNOWN, Spelling("`{}`", node))
         return Instance(func.qualname, node)
 
     def tensor_method(self, receiver: Tensor, method: str, node: cst.Call) -> Value:
         if method == "detach":
-            return Tensor(Grad.NONE, f"`{_code(node)}` is detached")
+            return Tensor(Grad.NONE, Spelling("`{}` is detached", node))
         if method == "requires_grad_":
             flag = self.evaluate(node.args[0].value) if node.args else Const(True)
             if isinstance(flag, Const):
-                return Tensor(Grad.REQUIRED if flag.value else Grad.NONE, f"`{_code(node)}`")
+                return Tensor(Grad.REQUIRED if flag.value else Grad.NONE, Spelling("`{}`", node))
             return UNKNOWN
         if method in GRAD_NEUTRAL_METHODS:
             return join_grad([receiver, *(self.evaluate(a.value) for a in node.args if not a.star)], receiver.origin)
@@ -857,11 +855,11 @@ class ModelBuilder(ReadOnlyWalker):
             if method == "requires_grad_" and isinstance(receiver, cst.Name):
                 flag = self.evaluate(node.args[0].value) if node.args else Const(True)
                 if isinstance(flag, Const):
-                    self.scope.bindings[receiver.value] = Tensor(Grad.REQUIRED if flag.value else Grad.NONE, f"`{_code(node)}`")
+                    self.scope.bindings[receiver.value] = Tensor(Grad.REQUIRED if flag.value else Grad.NONE, Spelling("`{}`", node))
             if facts is None:
                 return
             if method in TORCH_RNG_METHODS:
-                facts.torch_rng.append(Effect(node, f"`{_code(func)}()` draws from torch's RNG"))
+                facts.torch_rng.append(Effect(node, f"`{code(func)}()` draws from torch's RNG"))
             elif method in LIST_AND_DICT_UPDATES or method in INPLACE_UPDATES:
                 stored = self.evaluate(node.args[-1].value) if node.args else UNKNOWN
                 self.mutate_container(receiver, node, method if method in LIST_AND_DICT_UPDATES else "inplace", stored)
@@ -874,19 +872,19 @@ class ModelBuilder(ReadOnlyWalker):
         elif isinstance(callee, Ref):
             name = callee.qualname
             if name in TORCH_RNG_FUNCTIONS:
-                facts.torch_rng.append(Effect(node, f"`{_code(func)}()` draws from torch's RNG"))
+                facts.torch_rng.append(Effect(node, f"`{code(func)}()` draws from torch's RNG"))
             elif any(name == m or name.startswith(m + ".") for m in UNREPLAYED_RNG_MODULES):
                 module = next(m for m in UNREPLAYED_RNG_MODULES if name == m or name.startswith(m + "."))
                 if name == f"{module}.seed":
                     if node.args:
                         facts.reseeds.add(module)
                 else:
-                    facts.unreplayed_rng.append(Effect(node, f"`{_code(func)}()` draws from the `{module}` generator, which checkpoint never restores", module))
+                    facts.unreplayed_rng.append(Effect(node, f"`{code(func)}()` draws from the `{module}` generator, which checkpoint never restores", module))
         elif isinstance(callee, LocalFunction) and callee.node is None:
             facts.method_calls.append(callee.qualname)
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value == "generator":
-                facts.unreplayed_rng.append(Effect(node, f"`{_code(func)}(..., generator=...)` uses a generator that checkpoint never restores"))
+                facts.unreplayed_rng.append(Effect(node, f"`{code(func)}(..., generator=...)` uses a generator that checkpoint never restores"))
 
     def record(self, site: CheckpointSite) -> None:
         scope = self.scope
@@ -905,9 +903,9 @@ class ModelBuilder(ReadOnlyWalker):
             inputs = list(site.input_values)
             if inputs and all(isinstance(v, Tensor) and v.grad is Grad.NONE for v in inputs):
                 frozen = any(v.frozen for v in inputs if isinstance(v, Tensor))
-                return Tensor(Grad.NONE, f"output of the reentrant checkpoint `{_code(site.call)}`, whose inputs cannot require grad", frozen)
+                return Tensor(Grad.NONE, Spelling("output of the reentrant checkpoint `{}`, whose inputs cannot require grad", site.call), frozen)
             if any(isinstance(v, Tensor) and v.grad is Grad.REQUIRED for v in inputs):
-                return Tensor(Grad.REQUIRED, f"output of `{_code(site.call)}`")
+                return Tensor(Grad.REQUIRED, Spelling("output of `{}`", site.call))
             return UNKNOWN
         if isinstance(site.function, ModuleObject):
             return self.module_output(site.function, list(site.input_values))
@@ -993,7 +991,7 @@ class ModelBuilder(ReadOnlyWalker):
         if api.kind is ApiKind.MODULE_WRAPPER and api.default_reentrant is False and "checkpoint_impl" in arguments.keywords:
             value, node, status = arguments.keywords["checkpoint_impl"]
             impl = CHECKPOINT_IMPL_REENTRANT.get(value.qualname) if isinstance(value, Ref) else None
-            return Mode(impl, status, f"checkpoint_impl={_code(node.value) if isinstance(node, cst.Arg) else 'bound'}", node)
+            return Mode(impl, status, f"checkpoint_impl={code(node.value) if isinstance(node, cst.Arg) else 'bound'}", node)
         if api.kind is ApiKind.APPLY_WRAPPER and "checkpoint_wrapper_fn" in arguments.keywords:
             value, node, status = arguments.keywords["checkpoint_wrapper_fn"]
             inner_api, bound = self.match_api(value)

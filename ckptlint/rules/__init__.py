@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, ClassVar, Iterator, Optional
 import libcst as cst
 
 from ckptlint.findings import Severity
+from ckptlint.model.sites import code
 
 if TYPE_CHECKING:
     from ckptlint.model import CheckpointSite, FileModel
@@ -40,7 +41,7 @@ class Rule:
 
 def spelled(node: cst.CSTNode, limit: int = 60) -> str:
     """Source text of a node for messages, shortened to one line."""
-    text = " ".join(cst.Module(body=[]).code_for_node(node).split())
+    text = " ".join(code(node).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
