@@ -346,9 +346,9 @@ def _positions(tree: cst.Module, sliced: SourceSlice, nodes: list[cst.CSTNode]) 
     """
     wanted = {id(node) for node in nodes}
     found: dict[int, tuple[int, int, int, int]] = {}
-    parts: list[tuple[cst.Module, Optional[int]]]
+    parts: list[tuple[cst.Module, int]]
     if sliced.starts is None or len(sliced.starts) != len(tree.body):
-        parts = [(tree, None)]
+        parts = [(tree, 0)]
     else:
         parts = []
         for start, statement in zip(sliced.starts, tree.body):
@@ -359,10 +359,7 @@ def _positions(tree: cst.Module, sliced: SourceSlice, nodes: list[cst.CSTNode]) 
         positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
         for node, where in positions.items():
             if id(node) in wanted:
-                if offset is None:
-                    line, end_line = sliced.original_line(where.start.line), sliced.original_line(where.end.line)
-                else:
-                    line, end_line = where.start.line + offset, where.end.line + offset
+                line, end_line = sliced.original_line(where.start.line + offset), sliced.original_line(where.end.line + offset)
                 found[id(node)] = (line, where.start.column, end_line, where.end.column)
     return found
 

@@ -62,6 +62,18 @@ class Freeze:
 
 
 @dataclass
+class Member:
+    """A method in a class body, for parsing only the methods a checkpoint can reach."""
+
+    name: str
+    start: int  # first line, decorators included
+    end: int
+    attrs: tuple[str, ...]  # attribute names it reads (`x.name`)
+    self_stores: tuple[str, ...]  # `self.name = ...`
+    stashes: bool  # stores an attribute on another module (state a checkpointed module may read)
+
+
+@dataclass
 class Block:
     """A top-level statement: its lines, the module-level names it binds and the ones it reads."""
 
@@ -70,6 +82,9 @@ class Block:
     definition: bool  # a class or function: LibCST may leave it out when nothing needs it
     binds: tuple[str, ...]
     refs: tuple[str, ...]
+    attrs: tuple[str, ...] = ()  # attribute names read anywhere in it
+    stashes: bool = False
+    members: list[Member] = field(default_factory=list)
 
 
 @dataclass
@@ -134,7 +149,13 @@ class ModuleSummary:
             instance_freezes={n: _freeze_from_json(f) for n, f in data["instance_freezes"].items()},
             hf_enables=[tuple(e) for e in data["hf_enables"]],
             factory_built=tuple(data["factory_built"]),
-            blocks=[Block(b["start"], b["end"], b["definition"], tuple(b["binds"]), tuple(b["refs"])) for b in data["blocks"]],
+            blocks=[
+                Block(
+                    b["start"], b["end"], b["definition"], tuple(b["binds"]), tuple(b["refs"]), tuple(b["attrs"]), b["stashes"],
+                    [Member(m["name"], m["start"], m["end"], tuple(m["attrs"]), tuple(m["self_stores"]), m["stashes"]) for m in b["members"]],
+                )
+                for b in data["blocks"]
+            ],
         )
         summary.digest = data["digest"]
         return summary
@@ -251,42 +272,33 @@ class _Summarizer:
         return _FREEZE_TEXT.search("\n".join(self.lines[node.lineno - 1 : node.end_lineno])) is not None
 
     def scan(self, tree: ast.Module) -> tuple[list[Block], tuple[str, ...]]:
-        """One walk over every top-level statement: which module-level names it binds and reads
-        (for parsing only what a checkpoint can reach) and which classes helper code builds or hands
-        on rather than binding to a variable and running (factory-built submodules)."""
+        """One walk over every top-level statement: which module-level names and attributes it binds
+        and reads (for parsing only what a checkpoint can reach) and which classes helper code builds
+        or hands on rather than binding to a variable and running (factory-built submodules)."""
         blocks: list[Block] = []
         built: list[str] = []
         for stmt in tree.body:
-            loads: set[str] = set()
-            stores: set[str] = set()
-            for node in _nodes(stmt):
-                kind = type(node)
-                if kind is ast.Name:
-                    (loads if type(node.ctx) is ast.Load else stores).add(node.id)
-                    continue
-                if kind is ast.Return:
-                    candidates = [node.value] if node.value is not None else []
-                elif kind is ast.List or kind is ast.Tuple or kind is ast.Set:
-                    candidates = node.elts
-                elif kind is ast.Dict:
-                    candidates = [v for v in node.values if v is not None]
-                elif kind is ast.Call:
-                    candidates = [*node.args, *(k.value for k in node.keywords)]
-                else:
-                    continue
-                for candidate in candidates:
-                    target = candidate.func if isinstance(candidate, ast.Call) else candidate
-                    name = self.qualify(target) if isinstance(target, (ast.Name, ast.Attribute)) else None
-                    if name and (name.startswith(self.module + ".") or name in self.imports.values()):
-                        built.append(name)
+            first = _first_line(stmt)
+            members: list[Member] = []
+            if isinstance(stmt, ast.ClassDef):
+                methods = [m for m in stmt.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and _first_line(m) > stmt.lineno]
+                header = _Reads(self, [*stmt.decorator_list, *stmt.bases, *stmt.keywords, *(m for m in stmt.body if m not in methods)], built)
+                whole = _Reads(self, [], built)
+                whole.merge(header)
+                for method in methods:
+                    reads = _Reads(self, [method], built)
+                    whole.merge(reads)
+                    members.append(Member(method.name, _first_line(method), method.end_lineno or method.lineno, tuple(sorted(reads.attrs)), tuple(sorted(reads.self_stores)), reads.stashes))
+                reads = whole
+            else:
+                reads = _Reads(self, [stmt], built)
             definition = isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
             if definition:
                 binds = {stmt.name}
             else:
-                binds = stores | {n for s in _module_level([stmt]) if isinstance(s, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) for n in [s.name]}
+                binds = reads.stores | {s.name for s in _module_level([stmt]) if isinstance(s, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
                 binds |= {a.asname or a.name.split(".", 1)[0] for s in _module_level([stmt]) if isinstance(s, (ast.Import, ast.ImportFrom)) for a in s.names}
-            first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
-            blocks.append(Block(first, stmt.end_lineno or stmt.lineno, definition, tuple(sorted(binds)), tuple(sorted(loads))))
+            blocks.append(Block(first, stmt.end_lineno or stmt.lineno, definition, tuple(sorted(binds)), tuple(sorted(reads.loads)), tuple(sorted(reads.attrs)), reads.stashes, members))
         # Only names some statement binds can link statements: drop builtins and attributes' roots elsewhere.
         bound = {name for block in blocks for name in block.binds}
         for block in blocks:
@@ -513,6 +525,62 @@ def _hf_enables(tree: ast.Module) -> list[tuple[int, Optional[bool]]]:
             flag = kwargs.get("use_reentrant", True)
             found.append((node.lineno, flag if isinstance(flag, bool) else None))
     return found
+
+
+class _Reads:
+    """Names and attributes some code reads and stores, from one walk that also collects factory-built classes."""
+
+    def __init__(self, summarizer: "_Summarizer", roots: list[ast.AST], built: list[str]) -> None:
+        self.loads: set[str] = set()
+        self.stores: set[str] = set()
+        self.attrs: set[str] = set()
+        self.self_stores: set[str] = set()
+        self.stashes = False
+        for root in roots:
+            for node in _nodes(root):
+                kind = type(node)
+                if kind is ast.Name:
+                    (self.loads if type(node.ctx) is ast.Load else self.stores).add(node.id)
+                    continue
+                if kind is ast.Attribute:
+                    receiver = node.value
+                    if type(node.ctx) is ast.Load:
+                        self.attrs.add(node.attr)
+                    elif _is_self(receiver):
+                        self.self_stores.add(node.attr)
+                    elif type(receiver) is ast.Name or type(receiver) is ast.Attribute and _is_self(receiver.value):
+                        self.stashes = True  # `block.x = ...`, `self.block.x = ...`: state on a module
+                    continue
+                if kind is ast.Return:
+                    candidates = [node.value] if node.value is not None else []
+                elif kind is ast.List or kind is ast.Tuple or kind is ast.Set:
+                    candidates = node.elts
+                elif kind is ast.Dict:
+                    candidates = [v for v in node.values if v is not None]
+                elif kind is ast.Call:
+                    candidates = [*node.args, *(k.value for k in node.keywords)]
+                else:
+                    continue
+                for candidate in candidates:
+                    target = candidate.func if isinstance(candidate, ast.Call) else candidate
+                    name = summarizer.qualify(target) if isinstance(target, (ast.Name, ast.Attribute)) else None
+                    if name and (name.startswith(summarizer.module + ".") or name in summarizer.imports.values()):
+                        built.append(name)
+
+    def merge(self, other: "_Reads") -> None:
+        self.loads |= other.loads
+        self.stores |= other.stores
+        self.attrs |= other.attrs
+        self.self_stores |= other.self_stores
+        self.stashes = self.stashes or other.stashes
+
+
+def _is_self(node: ast.AST) -> bool:
+    return type(node) is ast.Name and node.id == "self"
+
+
+def _first_line(node: ast.stmt) -> int:
+    return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
 
 
 def _in_source_order(node: ast.AST) -> list[ast.AST]:

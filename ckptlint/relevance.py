@@ -11,7 +11,7 @@ back through `SourceSlice.original_line`.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Optional
 
@@ -31,8 +31,8 @@ class SourceSlice:
     text: str
     # Line in the file of each line of `text`; None when nothing was cut.
     lines: Optional[tuple[int, ...]] = None
-    # Line in the file where each top-level statement of `text` starts (decorators included), so
-    # that positions can be computed per statement; None when unknown.
+    # Line of `text` where each top-level statement starts (decorators included), so that
+    # positions can be computed per statement; None when unknown.
     starts: Optional[tuple[int, ...]] = None
 
     def original_line(self, line: int) -> int:
@@ -43,13 +43,14 @@ def whole_source(text: str, summary: ModuleSummary) -> SourceSlice:
     return SourceSlice(text, None, _statement_starts(summary.blocks))
 
 
-def _statement_starts(blocks: list[Block]) -> tuple[int, ...]:
-    """One start per LibCST statement: `a = 1; b = 2` is two `ast` statements but one line."""
+def _statement_starts(blocks: list[Block], kept: Optional[tuple[int, ...]] = None) -> tuple[int, ...]:
+    """Where each LibCST statement starts in the (cut) text: `a = 1; b = 2` is two `ast`
+    statements but one LibCST line."""
     starts: list[int] = []
     end = 0
     for block in blocks:
         if block.start > end:
-            starts.append(block.start)
+            starts.append(block.start if kept is None else bisect_left(kept, block.start) + 1)
         end = max(end, block.end)
     return tuple(starts)
 
@@ -79,13 +80,14 @@ def checkpoint_names(summary: ModuleSummary, index: ProjectIndex, settings: Sett
 
 
 def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, settings: Settings) -> SourceSlice:
-    """The file with the top-level definitions no checkpoint can reach cut out."""
+    """The file without the top-level definitions and methods no checkpoint can reach."""
     blocks = summary.blocks
     if not any(block.definition for block in blocks):
         return whole_source(text, summary)
     matches = list(_LINE.finditer(text))
     starts = [match.start() for match in matches]
-    site_lines = [bisect_right(starts, match.start()) for match in _site_text(settings).finditer(text)]
+    site_text = _site_text(settings)
+    site_lines = [bisect_right(starts, match.start()) for match in site_text.finditer(text)]
     triggers = checkpoint_names(summary, index, settings)
     binders: dict[str, list[int]] = {}
     for number, block in enumerate(blocks):
@@ -96,7 +98,8 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
         for number, block in enumerate(blocks)
         if any(block.start <= line <= block.end for line in site_lines)
         or triggers.intersection(block.refs)
-        or (block.definition and _builds_checkpointing_layers(summary, index, block.binds))
+        or (block.stashes and not block.members)  # a script storing state on a module
+        or (block.definition and _checkpointing_layer_attrs(summary, index, block.binds))
     ]
     needed = set(work)
     while work:
@@ -105,13 +108,37 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
                 if number not in needed:
                     needed.add(number)
                     work.append(number)
-    cut = [block for number, block in enumerate(blocks) if block.definition and number not in needed]
-    if not cut:
+    dropped: set[int] = set()
+    for number, block in enumerate(blocks):
+        if block.definition and number not in needed:
+            dropped.update(range(block.start, block.end + 1))
+    # Inside the classes kept, the methods nothing reaches: not called or read as an attribute by
+    # kept code, no site or checkpoint name in them, no state stored that kept code reads.
+    read = {attr for number in needed for attr in blocks[number].attrs} - {"__init__"}
+    if triggers:
+        site_text = re.compile(f"{site_text.pattern}|\\b(?:{'|'.join(map(re.escape, sorted(triggers)))})\\b")
+        site_lines = [bisect_right(starts, match.start()) for match in site_text.finditer(text)]
+    for number in needed:
+        block = blocks[number]
+        layers = _checkpointing_layer_attrs(summary, index, block.binds) if block.members else set()
+        unreached = [
+            member
+            for member in block.members
+            if member.name not in ("forward", "__call__")
+            and member.name not in read
+            and not member.stashes
+            and not (member.name != "__init__" and read.intersection(member.self_stores))
+            and not layers.intersection(member.attrs)
+            and not any(member.start <= line <= member.end for line in site_lines)
+        ]
+        if len(unreached) < len(block.members):  # a class body cannot be left empty
+            for member in unreached:
+                dropped.update(range(member.start, member.end + 1))
+    if not dropped:
         return whole_source(text, summary)
-    dropped = {line for block in cut for line in range(block.start, block.end + 1)}
     kept = tuple(number for number in range(1, len(matches) + 1) if number not in dropped)
     remaining = [block for number, block in enumerate(blocks) if not block.definition or number in needed]
-    return SourceSlice("".join(matches[number - 1].group() for number in kept), kept, _statement_starts(remaining))
+    return SourceSlice("".join(matches[number - 1].group() for number in kept), kept, _statement_starts(remaining, kept))
 
 
 def _site_text(settings: Settings) -> re.Pattern[str]:
@@ -121,17 +148,18 @@ def _site_text(settings: Settings) -> re.Pattern[str]:
     return re.compile(f"{SITE_TEXT.pattern}|\\b(?:{'|'.join(map(re.escape, wrappers))})\\b")
 
 
-def _builds_checkpointing_layers(summary: ModuleSummary, index: ProjectIndex, names: tuple[str, ...]) -> bool:
-    """A module class whose submodules (its own or inherited) are transformers checkpointing layers:
-    calling them is a checkpoint site."""
+def _checkpointing_layer_attrs(summary: ModuleSummary, index: ProjectIndex, names: tuple[str, ...]) -> set[str]:
+    """Attributes (its own or inherited) holding transformers checkpointing layers, for a module
+    class among `names`: calling them is a checkpoint site."""
+    found = set()
     for name in names:
         if name not in summary.classes:
             continue
         for ancestor in index.ancestors(f"{summary.name}.{name}"):
             owner = index.class_(ancestor)
-            for binding in owner.attrs.values() if owner else ():
+            for attr, binding in owner.attrs.items() if owner else ():
                 for ctor in binding.constructors:
                     canonical = index.canonical(ctor)
                     if index.class_(canonical) is not None and index.is_subclass(canonical, HF_GC_LAYER):
-                        return True
-    return False
+                        found.add(attr)
+    return found

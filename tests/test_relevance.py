@@ -47,9 +47,15 @@ class Block(nn.Module):
         super().__init__()
         self.proj = nn.Linear(4, 4)
 
+    def extra_repr(self):
+        return "block"
+
+    def helper(self, x):
+        return x * 2
+
     def forward(self, x):
         self.cache = rotate(self.proj(x))
-        return self.cache
+        return self.helper(self.cache)
 
 
 class Net(nn.Module):
@@ -71,9 +77,11 @@ def sliced(source: str) -> SourceSlice:
 
 def test_definitions_no_checkpoint_reaches_are_cut_and_lines_map_back():
     cut = sliced(SOURCE)
-    # The site reads a renamed checkpoint; the block it runs and the helper that block calls stay.
+    # The site calls a renamed checkpoint; the block it runs and the function that block calls stay.
     assert "class Net" in cut.text and "class Block" in cut.text and "def rotate" in cut.text
     assert "class Classifier" not in cut.text and "class Head" not in cut.text
+    # In the classes kept, only the methods a checkpoint reaches: forward and what it calls.
+    assert "def helper" in cut.text and "def extra_repr" not in cut.text and "def __init__" not in cut.text
     original = SOURCE.splitlines()
     for number, line in enumerate(cut.text.splitlines(), start=1):
         assert original[cut.original_line(number) - 1] == line
