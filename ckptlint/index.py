@@ -589,33 +589,50 @@ def _in_source_order(node: ast.AST) -> list[ast.AST]:
     stack = [node]
     while stack:
         current = stack.pop()
+        if not isinstance(current, ast.AST):
+            continue
         order.append(current)
-        children = _children(current)
+        children: list = []
+        for name in _child_fields(type(current)):
+            value = getattr(current, name, None)
+            if type(value) is list:
+                children.extend(value)
+            elif value is not None:
+                children.append(value)
         children.reverse()
         stack.extend(children)
     return order
 
 
 def _nodes(node: ast.AST) -> list[ast.AST]:
-    """Every node under `node` in no particular order (faster than `ast.walk`)."""
+    """Every node under `node` but expression contexts, in no particular order (faster than `ast.walk`)."""
     found = []
     stack = [node]
+    pop, push, extend, add, AST = stack.pop, stack.append, stack.extend, found.append, ast.AST
     while stack:
-        current = stack.pop()
-        found.append(current)
-        stack.extend(_children(current))
+        current = pop()
+        if not isinstance(current, AST):
+            continue  # None in `Dict.keys`, strings in pattern fields
+        add(current)
+        for name in _child_fields(type(current)):
+            value = getattr(current, name, None)
+            if type(value) is list:
+                extend(value)
+            elif value is not None:
+                push(value)
     return found
 
 
-def _children(node: ast.AST) -> list[ast.AST]:
-    children = []
-    for name in node._fields:
-        value = getattr(node, name, None)
-        if isinstance(value, ast.AST):
-            children.append(value)
-        elif type(value) is list:
-            children.extend(v for v in value if isinstance(v, ast.AST))
-    return children
+def _child_fields(kind: type) -> tuple[str, ...]:
+    fields = _CHILD_FIELDS.get(kind)
+    if fields is None:
+        # Leaves (identifiers, constants, operators, Load/Store) hold nothing to walk into.
+        fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
+    return fields
+
+
+_LEAF_FIELDS = frozenset({"ctx", "id", "attr", "arg", "asname", "name", "names", "module", "level", "kind", "type_comment", "op", "ops", "conversion", "is_async", "simple", "tag"})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
 
 
 def _self_attr(node: ast.AST) -> Optional[str]:
