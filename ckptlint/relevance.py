@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ckptlint.config import Settings
-from ckptlint.index import Block, ModuleSummary, ProjectIndex
+from ckptlint.index import Block, Member, ModuleSummary, ProjectIndex
 from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINING_ARGUMENTS, KNOWN_APIS
 
 # Text that can only appear where a checkpoint site is; a checkpoint API imported under another
@@ -87,9 +87,29 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
         return whole_source(text, summary)
     matches = list(_LINE.finditer(text))
     starts = [match.start() for match in matches]
-    site_text = _site_text(settings)
-    site_lines = [bisect_right(starts, match.start()) for match in site_text.finditer(text)]
     triggers = checkpoint_names(summary, index, settings)
+    site_text = _site_text(settings)
+    needed = _needed_blocks(summary, index, triggers, [bisect_right(starts, m.start()) for m in site_text.finditer(text)])
+    dropped: set[int] = set()
+    for number, block in enumerate(blocks):
+        if block.definition and number not in needed:
+            dropped.update(range(block.start, block.end + 1))
+    if triggers:  # inside a class, a checkpoint name is spotted by its text
+        site_text = _or_words(site_text, sorted(triggers))
+    site_lines = [bisect_right(starts, match.start()) for match in site_text.finditer(text)]
+    for member in _unreached_members(summary, index, needed, site_lines):
+        dropped.update(range(member.start, member.end + 1))
+    if not dropped:
+        return whole_source(text, summary)
+    kept = tuple(number for number in range(1, len(matches) + 1) if number not in dropped)
+    remaining = [block for number, block in enumerate(blocks) if not block.definition or number in needed]
+    return SourceSlice("".join(matches[number - 1].group() for number in kept), kept, _statement_starts(remaining, kept))
+
+
+def _needed_blocks(summary: ModuleSummary, index: ProjectIndex, triggers: set[str], site_lines: list[int]) -> set[int]:
+    """Top-level statements that hold a site, read a checkpoint name, store state on a module or
+    build checkpointing layers, and every statement they refer to, transitively."""
+    blocks = summary.blocks
     binders: dict[str, list[int]] = {}
     for number, block in enumerate(blocks):
         for name in block.binds:
@@ -109,18 +129,17 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
                 if number not in needed:
                     needed.add(number)
                     work.append(number)
-    dropped: set[int] = set()
-    for number, block in enumerate(blocks):
-        if block.definition and number not in needed:
-            dropped.update(range(block.start, block.end + 1))
-    # Inside the classes kept, the methods nothing reaches: not called or read as an attribute by
-    # kept code, no site or checkpoint name in them, no state stored that kept code reads.
-    read = {attr for number in needed for attr in blocks[number].attrs} - {"__init__"}
-    if triggers:
-        site_text = re.compile(f"{site_text.pattern}|\\b(?:{'|'.join(map(re.escape, sorted(triggers)))})\\b")
-        site_lines = [bisect_right(starts, match.start()) for match in site_text.finditer(text)]
+    return needed
+
+
+def _unreached_members(summary: ModuleSummary, index: ProjectIndex, needed: set[int], site_lines: list[int]) -> list[Member]:
+    """Methods of the classes kept that nothing reaches: not forward, not called or read as an
+    attribute by kept code, no site or checkpoint name in them, no state stored that kept code
+    reads, not reading the attributes that hold checkpointing layers."""
+    read = {attr for number in needed for attr in summary.blocks[number].attrs} - {"__init__"}
+    unreached_all = []
     for number in needed:
-        block = blocks[number]
+        block = summary.blocks[number]
         layers = _checkpointing_layer_attrs(summary, index, block.binds) if block.members else set()
         unreached = [
             member
@@ -133,20 +152,19 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
             and not any(member.start <= line <= member.end for line in site_lines)
         ]
         if len(unreached) < len(block.members):  # a class body cannot be left empty
-            for member in unreached:
-                dropped.update(range(member.start, member.end + 1))
-    if not dropped:
-        return whole_source(text, summary)
-    kept = tuple(number for number in range(1, len(matches) + 1) if number not in dropped)
-    remaining = [block for number, block in enumerate(blocks) if not block.definition or number in needed]
-    return SourceSlice("".join(matches[number - 1].group() for number in kept), kept, _statement_starts(remaining, kept))
+            unreached_all.extend(unreached)
+    return unreached_all
 
 
 def _site_text(settings: Settings) -> re.Pattern[str]:
     wrappers = [name.rsplit(".", 1)[-1] for name, _ in settings.checkpoint_functions]
     if not wrappers:
         return SITE_TEXT
-    return re.compile(f"{SITE_TEXT.pattern}|\\b(?:{'|'.join(map(re.escape, wrappers))})\\b")
+    return _or_words(SITE_TEXT, wrappers)
+
+
+def _or_words(pattern: re.Pattern[str], words: list[str]) -> re.Pattern[str]:
+    return re.compile(f"{pattern.pattern}|\\b(?:{'|'.join(map(re.escape, words))})\\b")
 
 
 def _checkpointing_layer_attrs(summary: ModuleSummary, index: ProjectIndex, names: tuple[str, ...]) -> set[str]:
