@@ -50,12 +50,16 @@ class ResultCache:
         return found
 
     def put_many(self, items: dict[str, Any]) -> None:
+        self.put_many_json({key: json.dumps(value) for key, value in items.items()})
+
+    def put_many_json(self, items: dict[str, str]) -> None:
+        """Values already serialised as JSON text."""
         db = self._connect()
         if db is None or not items:
             return
         try:
             with db:
-                db.executemany("INSERT OR REPLACE INTO results VALUES (?, ?)", [(k, json.dumps(v)) for k, v in items.items()])
+                db.executemany("INSERT OR REPLACE INTO results VALUES (?, ?)", list(items.items()))
         except sqlite3.Error:
             pass
 

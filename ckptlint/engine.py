@@ -4,10 +4,13 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
+import json
 import multiprocessing
 from collections import OrderedDict
 from contextlib import contextmanager
+from itertools import chain
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
@@ -79,18 +82,7 @@ def _lint(
     stdin: Optional[tuple[str, str]],
 ) -> LintReport:
     report = LintReport()
-    discovery = discover([p for p in paths if p != "-"], settings)
-    report.errors.extend(FileError(p, "no such file or directory") for p in discovery.missing)
-    units: list[_Unit] = []
-    for path in discovery.files:
-        shown = _display_path(path)
-        try:
-            units.append(_unit(read_source(shown), path))
-        except SourceError as error:
-            report.errors.append(FileError(shown, str(error)))
-    if stdin is not None:
-        filename, text = stdin
-        units.append(_unit(decode(filename, text.encode()), Path(filename)))
+    units = _read(paths, settings, stdin, report)
     jobs = max(1, jobs or os.cpu_count() or 1)
     parallel = jobs > 1 and sum(len(u.source.text) for u in units) >= _PARALLEL_MIN_BYTES
 
@@ -103,13 +95,16 @@ def _lint(
         if u.source.path in summaries and can_matter(u.source.text, summaries[u.source.path], index, settings)
     ]
     report.files_checked = len(summaries)
-
     digests = {u.source.path: u.source.digest for u in units}
+    del units  # only the candidates' sources are needed from here on
+
     state = (index, versions, settings, digests)
     key_prefix = f"a:{__version__}:{settings.fingerprint()}:{versions.torch.text}:{versions.transformers.text}:{index.fingerprint()}"
     keys = {u.source.path: f"{key_prefix}:{u.source.path}:{u.source.digest}" for u, _ in candidates}
     cached = {k: v for k, v in (cache.get_many(keys.values()) if cache else {}).items() if _still_valid(v, digests)}
     todo = [c for c in candidates if keys[c[0].source.path] not in cached]
+    if parallel and len(todo) > 1:
+        _release_freed_memory()
     fresh = _map(_analyze, todo, jobs if parallel and len(todo) > 1 else 1, state)
     if cache:
         cache.put_many({keys[path]: result for path, result in fresh})
@@ -128,6 +123,32 @@ def _lint(
     report.findings = sorted(findings.values(), key=lambda f: (f.path, f.line, f.column, f.code))
     report.errors.sort()
     return report
+
+
+def _read(paths: Sequence[str], settings: Settings, stdin: Optional[tuple[str, str]], report: LintReport) -> list[_Unit]:
+    discovery = discover([p for p in paths if p != "-"], settings)
+    report.errors.extend(FileError(p, "no such file or directory") for p in discovery.missing)
+    units: list[_Unit] = []
+    for path in discovery.files:
+        shown = _display_path(path)
+        try:
+            units.append(_unit(read_source(shown), path))
+        except SourceError as error:
+            report.errors.append(FileError(shown, str(error)))
+    if stdin is not None:
+        filename, text = stdin
+        units.append(_unit(decode(filename, text.encode()), Path(filename)))
+    return units
+
+
+def _release_freed_memory() -> None:
+    """Forked workers start with every page the parent holds, and the sources and summary data
+    freed by now stay in the C heap: hand them back to the OS first (glibc; a no-op elsewhere)."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _still_valid(result: dict, digests: dict[str, str]) -> bool:
@@ -154,10 +175,11 @@ def _summaries(units: list[_Unit], cache: Optional[ResultCache], jobs: int, repo
     todo = [u for u in units if keys[u.source.path] not in cached]
     fresh = _map(_summarize, todo, jobs, None)
     if cache:
-        cache.put_many({keys[path]: data for path, data in fresh if "error" not in data})
-    by_path = {**{p: cached[k] for p, k in keys.items() if k in cached}, **dict(fresh)}
+        cache.put_many_json({keys[path]: text for path, text in fresh if not text.startswith('{"error"')})
     summaries: dict[str, ModuleSummary] = {}
-    for path, data in by_path.items():
+    # One summary's data alive at a time: the parent's heap stays compact for the workers it forks.
+    data_by_path = chain(((p, cached[k]) for p, k in keys.items() if k in cached), ((p, json.loads(text)) for p, text in fresh))
+    for path, data in data_by_path:
         if "error" in data:
             report.errors.append(FileError(path, data["error"]))
         else:
@@ -175,7 +197,7 @@ def _init_worker(state: Any) -> None:
     _STATE = state
 
 
-def _map(func: Callable[[Any], tuple[str, dict]], units: list[Any], jobs: int, state: Any) -> list[tuple[str, dict]]:
+def _map(func: Callable[[Any], tuple[str, Any]], units: list[Any], jobs: int, state: Any) -> list[tuple[str, Any]]:
     """Ordered results; a process pool only when it pays."""
     if jobs <= 1 or len(units) < 2:
         _init_worker(state)
@@ -187,16 +209,18 @@ def _map(func: Callable[[Any], tuple[str, dict]], units: list[Any], jobs: int, s
         return list(pool.map(func, units, chunksize=chunksize))
 
 
-def _summarize(unit: _Unit) -> tuple[str, dict]:
+def _summarize(unit: _Unit) -> tuple[str, str]:
+    """The summary as JSON text: one string crosses the process boundary and goes to the cache."""
     path = unit.source.path
     try:
-        return path, summarize(unit.source.text, path, unit.module, unit.is_package).to_json()
+        return path, json.dumps(summarize(unit.source.text, path, unit.module, unit.is_package).to_json())
     except SyntaxError as error:
-        return path, {"error": f"syntax error at line {error.lineno}, column {error.offset}: {error.msg}"}
+        message = f"syntax error at line {error.lineno}, column {error.offset}: {error.msg}"
     except (ValueError, RecursionError, MemoryError) as error:
-        return path, {"error": f"cannot parse: {error}"}
+        message = f"cannot parse: {error}"
     except Exception as error:  # noqa: BLE001 - one file never stops the others
-        return path, {"error": f"internal error in ckptlint {__version__} (please report it): {type(error).__name__}: {error}"}
+        message = f"internal error in ckptlint {__version__} (please report it): {type(error).__name__}: {error}"
+    return path, json.dumps({"error": message})
 
 
 def _parse(text: str) -> cst.Module:

@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Iterable, Iterator, Optional, Union
 
 from ckptlint.names import absolute_module, import_bindings, resolve_dotted
 
@@ -65,11 +65,14 @@ class Freeze:
 class Member:
     """A method in a class body, for parsing only the methods a checkpoint can reach."""
 
+    __slots__ = ("name", "start", "end", "attrs", "self_stores", "stashes")
+
     name: str
     start: int  # first line, decorators included
     end: int
-    attrs: tuple[str, ...]  # attribute names it reads (`x.name`)
-    self_stores: tuple[str, ...]  # `self.name = ...`
+    # Names as one space-separated string each: a tuple of strings per statement cost 70 MB on transformers.
+    attrs: str  # attribute names it reads (`x.name`)
+    self_stores: str  # `self.name = ...`
     stashes: bool  # stores an attribute on another module (state a checkpointed module may read)
 
 
@@ -77,14 +80,16 @@ class Member:
 class Block:
     """A top-level statement: its lines, the module-level names it binds and the ones it reads."""
 
+    __slots__ = ("start", "end", "definition", "binds", "refs", "attrs", "stashes", "members")
+
     start: int  # first line, decorators included
     end: int
     definition: bool  # a class or function: LibCST may leave it out when nothing needs it
-    binds: tuple[str, ...]
-    refs: tuple[str, ...]
-    attrs: tuple[str, ...] = ()  # attribute names read anywhere in it
-    stashes: bool = False
-    members: list[Member] = field(default_factory=list)
+    binds: str  # space-separated, like all the names here
+    refs: str
+    attrs: str  # attribute names read (in a class: outside its methods, which have their own)
+    stashes: bool
+    members: list[Member]
 
 
 @dataclass
@@ -151,8 +156,8 @@ class ModuleSummary:
             factory_built=tuple(data["factory_built"]),
             blocks=[
                 Block(
-                    b["start"], b["end"], b["definition"], tuple(b["binds"]), tuple(b["refs"]), tuple(b["attrs"]), b["stashes"],
-                    [Member(m["name"], m["start"], m["end"], tuple(m["attrs"]), tuple(m["self_stores"]), m["stashes"]) for m in b["members"]],
+                    b["start"], b["end"], b["definition"], b["binds"], b["refs"], b["attrs"], b["stashes"],
+                    [Member(m["name"], m["start"], m["end"], m["attrs"], m["self_stores"], m["stashes"]) for m in b["members"]],
                 )
                 for b in data["blocks"]
             ],
@@ -288,8 +293,9 @@ class _Summarizer:
                 for method in methods:
                     reads = _Reads(self, [method], built)
                     whole.merge(reads)
-                    members.append(Member(method.name, _first_line(method), method.end_lineno or method.lineno, tuple(sorted(reads.attrs)), tuple(sorted(reads.self_stores)), reads.stashes))
+                    members.append(Member(method.name, _first_line(method), method.end_lineno or method.lineno, _joined(reads.attrs), _joined(reads.self_stores), reads.stashes))
                 reads = whole
+                reads.attrs = header.attrs
             else:
                 reads = _Reads(self, [stmt], built)
             definition = isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
@@ -298,11 +304,11 @@ class _Summarizer:
             else:
                 binds = reads.stores | {s.name for s in _module_level([stmt]) if isinstance(s, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
                 binds |= {a.asname or a.name.split(".", 1)[0] for s in _module_level([stmt]) if isinstance(s, (ast.Import, ast.ImportFrom)) for a in s.names}
-            blocks.append(Block(first, stmt.end_lineno or stmt.lineno, definition, tuple(sorted(binds)), tuple(sorted(reads.loads)), tuple(sorted(reads.attrs)), reads.stashes, members))
+            blocks.append(Block(first, stmt.end_lineno or stmt.lineno, definition, _joined(binds), _joined(reads.loads), _joined(reads.attrs), reads.stashes, members))
         # Only names some statement binds can link statements: drop builtins and attributes' roots elsewhere.
-        bound = {name for block in blocks for name in block.binds}
+        bound = {name for block in blocks for name in block.binds.split()}
         for block in blocks:
-            block.refs = tuple(n for n in block.refs if n in bound)
+            block.refs = _joined(n for n in block.refs.split() if n in bound)
         return blocks, tuple(dict.fromkeys(built))
 
     def collect_instance_freezes(self, scope: ast.AST, path: str, function: str) -> None:
@@ -575,6 +581,10 @@ class _Reads:
         self.stashes = self.stashes or other.stashes
 
 
+def _joined(names: Iterable[str]) -> str:
+    return " ".join(sorted(names))
+
+
 def _is_self(node: ast.AST) -> bool:
     return type(node) is ast.Name and node.id == "self"
 
@@ -673,10 +683,19 @@ class ProjectIndex:
         self._instance_freezes: Optional[dict[str, list[tuple[Freeze, str]]]] = None
         self._hf_enable: Optional[tuple[Optional[tuple[str, int]]]] = None
         self._canonical: dict[str, str] = {}
+        self._split: dict[str, tuple[Optional[ModuleSummary], str]] = {}
+        self._subclass: dict[tuple[str, frozenset[str]], bool] = {}
         # Files whose line numbers the current analysis read (summary digests leave positions out).
         self.cited: set[str] = set()
 
     def split(self, qualname: str) -> tuple[Optional[ModuleSummary], str]:
+        """(module, rest of the name) for the longest module prefix (memoized: every lookup starts here)."""
+        found = self._split.get(qualname)
+        if found is None:
+            found = self._split[qualname] = self._longest_module(qualname)
+        return found
+
+    def _longest_module(self, qualname: str) -> tuple[Optional[ModuleSummary], str]:
         parts = qualname.split(".")
         for cut in range(len(parts) - 1, 0, -1):
             module = self.modules.get(".".join(parts[:cut]))
@@ -734,7 +753,10 @@ class ProjectIndex:
                 stack.extend(reversed([self.canonical(b) for b in summary.bases]))
 
     def is_subclass(self, qualname: str, bases: frozenset[str]) -> bool:
-        return any(name in bases for name in self.ancestors(qualname))
+        key = (qualname, bases)
+        if key not in self._subclass:
+            self._subclass[key] = any(name in bases for name in self.ancestors(qualname))
+        return self._subclass[key]
 
     def attribute(self, class_qualname: str, attr: str) -> Optional[AttrBinding]:
         for name in self.ancestors(class_qualname):

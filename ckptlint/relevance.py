@@ -112,19 +112,19 @@ def _needed_blocks(summary: ModuleSummary, index: ProjectIndex, triggers: set[st
     blocks = summary.blocks
     binders: dict[str, list[int]] = {}
     for number, block in enumerate(blocks):
-        for name in block.binds:
+        for name in block.binds.split():
             binders.setdefault(name, []).append(number)
     work = [
         number
         for number, block in enumerate(blocks)
         if any(block.start <= line <= block.end for line in site_lines)
-        or triggers.intersection(block.refs)
+        or triggers.intersection(block.refs.split())
         or (block.stashes and not block.members)  # a script storing state on a module
-        or (block.definition and _checkpointing_layer_attrs(summary, index, block.binds))
+        or (block.definition and _checkpointing_layer_attrs(summary, index, block.binds.split()))
     ]
     needed = set(work)
     while work:
-        for name in blocks[work.pop()].refs:
+        for name in blocks[work.pop()].refs.split():
             for number in binders.get(name, ()):
                 if number not in needed:
                     needed.add(number)
@@ -136,19 +136,20 @@ def _unreached_members(summary: ModuleSummary, index: ProjectIndex, needed: set[
     """Methods of the classes kept that nothing reaches: not forward, not called or read as an
     attribute by kept code, no site or checkpoint name in them, no state stored that kept code
     reads, not reading the attributes that hold checkpointing layers."""
-    read = {attr for number in needed for attr in summary.blocks[number].attrs} - {"__init__"}
+    read = {attr for number in needed for part in (summary.blocks[number], *summary.blocks[number].members) for attr in part.attrs.split()}
+    read.discard("__init__")
     unreached_all = []
     for number in needed:
         block = summary.blocks[number]
-        layers = _checkpointing_layer_attrs(summary, index, block.binds) if block.members else set()
+        layers = _checkpointing_layer_attrs(summary, index, block.binds.split()) if block.members else set()
         unreached = [
             member
             for member in block.members
             if member.name not in ("forward", "__call__")
             and member.name not in read
             and not member.stashes
-            and not (member.name != "__init__" and read.intersection(member.self_stores))
-            and not layers.intersection(member.attrs)
+            and not (member.name != "__init__" and read.intersection(member.self_stores.split()))
+            and not layers.intersection(member.attrs.split())
             and not any(member.start <= line <= member.end for line in site_lines)
         ]
         if len(unreached) < len(block.members):  # a class body cannot be left empty
@@ -167,7 +168,7 @@ def _or_words(pattern: re.Pattern[str], words: list[str]) -> re.Pattern[str]:
     return re.compile(f"{pattern.pattern}|\\b(?:{'|'.join(map(re.escape, words))})\\b")
 
 
-def _checkpointing_layer_attrs(summary: ModuleSummary, index: ProjectIndex, names: tuple[str, ...]) -> set[str]:
+def _checkpointing_layer_attrs(summary: ModuleSummary, index: ProjectIndex, names: list[str]) -> set[str]:
     """Attributes (its own or inherited) holding transformers checkpointing layers, for a module
     class among `names`: calling them is a checkpoint site."""
     found = set()
