@@ -26,7 +26,7 @@ from ckptlint.cache import ResultCache
 from ckptlint.config import Settings
 from ckptlint.discovery import discover
 from ckptlint.findings import FileError, Finding, LintReport, Severity
-from ckptlint.index import ModuleSummary, ProjectIndex, summarize
+from ckptlint.index import ModuleSummary, ProjectIndex, project_fingerprint, summarize
 from ckptlint.model import FileModel, build_file_model
 from ckptlint.model.walk import descendants
 from ckptlint.names import module_name_for
@@ -84,31 +84,22 @@ def _lint(
     report = LintReport()
     units = _read(paths, settings, stdin, report)
     jobs = max(1, jobs or os.cpu_count() or 1)
-    parallel = jobs > 1 and sum(len(u.source.text) for u in units) >= _PARALLEL_MIN_BYTES
-
-    summaries = _summaries(units, cache, jobs if parallel else 1, report)
-    index = ProjectIndex({s.name: s for s in summaries.values()})
-    gc.freeze()  # the index lives as long as the run: keep it out of every collection
-    candidates = [
-        (u, summaries[u.source.path])
-        for u in units
-        if u.source.path in summaries and can_matter(u.source.text, summaries[u.source.path], index, settings)
-    ]
-    report.files_checked = len(summaries)
+    summaries = _Summaries(units, cache, jobs, report)
+    report.files_checked = len(summaries.declared)
     digests = {u.source.path: u.source.digest for u in units}
-    del units  # only the candidates' sources are needed from here on
-
-    state = (index, versions, settings, digests)
-    key_prefix = f"a:{__version__}:{settings.fingerprint()}:{versions.torch.text}:{versions.transformers.text}:{index.fingerprint()}"
-    keys = {u.source.path: f"{key_prefix}:{u.source.path}:{u.source.digest}" for u, _ in candidates}
-    cached = {k: v for k, v in (cache.get_many(keys.values()) if cache else {}).items() if _still_valid(v, digests)}
-    todo = [c for c in candidates if keys[c[0].source.path] not in cached]
-    if parallel and len(todo) > 1:
-        _release_freed_memory()
-    fresh = _map(_analyze, todo, jobs if parallel and len(todo) > 1 else 1, state)
-    if cache:
-        cache.put_many({keys[path]: result for path, result in fresh})
-    results = {**{p: cached[k] for p, k in keys.items() if k in cached}, **dict(fresh)}
+    key_prefix = f"a:{__version__}:{settings.fingerprint()}:{versions.torch.text}:{versions.transformers.text}:{summaries.fingerprint()}"
+    keys = {path: f"{key_prefix}:{path}:{digests[path]}" for path in summaries.declared}
+    # Every file has a cached verdict, "cannot matter" included: with nothing changed, no summary is
+    # decoded, no index is built and nothing is parsed.
+    cached = cache.get_many(keys.values()) if cache else {}
+    results = {path: cached[key] for path, key in keys.items() if key in cached and _still_valid(cached[key], digests)}
+    missed = [u for u in units if u.source.path in keys and u.source.path not in results]
+    del units, cached  # only the missed files' sources are needed from here on
+    if missed:
+        fresh = _analyze_missed(missed, summaries.all(), (versions, settings, digests), jobs)
+        if cache:
+            cache.put_many({keys[path]: result for path, result in fresh.items()})
+        results.update(fresh)
     findings: dict[tuple, Finding] = {}
     for path in sorted(results):
         result = results[path]
@@ -169,22 +160,79 @@ def _unit(source: Source, path: Optional[Path] = None) -> _Unit:
     return _Unit(source, module, is_package)
 
 
-def _summaries(units: list[_Unit], cache: Optional[ResultCache], jobs: int, report: LintReport) -> dict[str, ModuleSummary]:
-    keys = {u.source.path: f"s:{__version__}:{u.module}:{u.is_package}:{u.source.path}:{u.source.digest}" for u in units}
-    cached = cache.get_many(keys.values()) if cache else {}
-    todo = [u for u in units if keys[u.source.path] not in cached]
-    fresh = _map(_summarize, todo, jobs, None)
-    if cache:
-        cache.put_many_json({keys[path]: text for path, text in fresh if not text.startswith('{"error"')})
-    summaries: dict[str, ModuleSummary] = {}
-    # One summary's data alive at a time: the parent's heap stays compact for the workers it forks.
-    data_by_path = chain(((p, cached[k]) for p, k in keys.items() if k in cached), ((p, json.loads(text)) for p, text in fresh))
-    for path, data in data_by_path:
-        if "error" in data:
-            report.errors.append(FileError(path, data["error"]))
-        else:
-            summaries[path] = ModuleSummary.from_json(data)
-    return summaries
+class _Summaries:
+    """The index pass, decoded only when needed: a warm run reads just each file's declarations digest."""
+
+    def __init__(self, units: list[_Unit], cache: Optional[ResultCache], jobs: int, report: LintReport) -> None:
+        self.cache = cache
+        self.keys = {u.source.path: f"s:{__version__}:{u.module}:{u.is_package}:{u.source.path}:{u.source.digest}" for u in units}
+        self.loaded: dict[str, ModuleSummary] = {}
+        # path -> (module, declarations digest) of every file with a summary, in discovery order.
+        self.declared: dict[str, tuple[str, str]] = {}
+        known = cache.get_many(_digest_key(key) for key in self.keys.values()) if cache else {}
+        todo = [u for u in units if _digest_key(self.keys[u.source.path]) not in known]
+        fresh = dict(_map(_summarize, todo, _workers(jobs, todo), None))
+        if cache:
+            stored = {key: text for path, text in fresh.items() if not text.startswith('{"error"') for key in [self.keys[path]]}
+            cache.put_many_json({**stored, **{_digest_key(key): _digest_json(text) for key, text in stored.items()}})
+        for unit in units:
+            path = unit.source.path
+            if path not in fresh:
+                self.declared[path] = (unit.module, known[_digest_key(self.keys[path])])
+                continue
+            # One fresh summary's data alive at a time: the parent's heap stays compact for the workers it forks.
+            data = json.loads(fresh.pop(path))
+            if "error" in data:
+                report.errors.append(FileError(path, data["error"]))
+            else:
+                self.loaded[path] = summary = ModuleSummary.from_json(data)
+                self.declared[path] = (unit.module, summary.digest)
+
+    def fingerprint(self) -> str:
+        return project_fingerprint(dict(self.declared.values()))
+
+    def all(self) -> dict[str, ModuleSummary]:
+        """Every file's summary by path, the cached ones decoded now."""
+        wanted = [path for path in self.declared if path not in self.loaded]
+        stored = self.cache.get_many(self.keys[path] for path in wanted) if self.cache and wanted else {}
+        for path in wanted:
+            data = stored.get(self.keys[path])
+            if data is None:  # only its digest survived in the cache
+                data = json.loads(_summarize(_unit(read_source(path)))[1])
+            self.loaded[path] = ModuleSummary.from_json(data)
+        return {path: self.loaded[path] for path in self.declared}
+
+
+def _digest_key(summary_key: str) -> str:
+    return "d" + summary_key[1:]
+
+
+def _digest_json(summary_json: str) -> str:
+    return json.dumps(json.loads(summary_json)["digest"])
+
+
+_CANNOT_MATTER = {"findings": [], "unresolved": 0, "error": None, "depends": {}}
+
+
+def _analyze_missed(missed: list[_Unit], summaries: dict[str, ModuleSummary], context: tuple, jobs: int) -> dict[str, dict]:
+    """Prefilter and analyse the files without a valid cached verdict. Empties `missed`: forked
+    workers should not inherit the sources of files nobody analyses."""
+    versions, settings, digests = context
+    index = ProjectIndex({s.name: s for s in summaries.values()})
+    gc.freeze()  # the index lives as long as the run: keep it out of every collection
+    results = {u.source.path: _CANNOT_MATTER for u in missed}
+    todo = [(u, summaries[u.source.path]) for u in missed if can_matter(u.source.text, summaries[u.source.path], index, settings)]
+    missed.clear()
+    workers = _workers(jobs, [u for u, _ in todo])
+    if workers > 1:
+        _release_freed_memory()
+    results.update(_map(_analyze, todo, workers, (index, versions, settings, digests)))
+    return results
+
+
+def _workers(jobs: int, units: list[_Unit]) -> int:
+    """All `jobs` when the work is big enough to pay for forking them (not in the pre-commit case)."""
+    return jobs if len(units) > 1 and sum(len(u.source.text) for u in units) >= _PARALLEL_MIN_BYTES else 1
 
 
 # --- per-file work (runs in worker processes) -------------------------------------------------------

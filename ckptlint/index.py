@@ -824,9 +824,11 @@ class ProjectIndex:
             ) | frozenset(self.canonical(name) for m in self.modules.values() for name in m.factory_built)
         return self._constructed
 
-    def fingerprint(self) -> str:
-        """Changes only when a declaration changes, so editing a function body keeps other files cached."""
-        digest = hashlib.blake2b(digest_size=16)
-        for name in sorted(self.modules):
-            digest.update(f"{name}:{self.modules[name].digest or self.modules[name].to_json()['digest']};".encode())
-        return digest.hexdigest()
+
+def project_fingerprint(declarations: dict[str, str]) -> str:
+    """Of every module's declarations digest: changes only when a declaration changes, so editing a
+    function body keeps other files cached."""
+    digest = hashlib.blake2b(digest_size=16)
+    for name in sorted(declarations):
+        digest.update(f"{name}:{declarations[name]};".encode())
+    return digest.hexdigest()

@@ -117,3 +117,16 @@ def test_a_result_citing_another_files_line_follows_that_line(project):
     moved = check()
     assert "the project enables reentrant checkpointing at train.py:6" in moved["findings"][0]["message"]
     assert moved == check(cache=False)
+
+
+def test_a_warm_run_reads_no_summary_and_parses_nothing(project, monkeypatch):
+    project({"pkg/__init__.py": "", "pkg/blocks.py": BLOCKS, "pkg/net.py": NET, "other.py": OTHER, "util.py": "X = 1\n"})
+    cold = check()
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a warm run with nothing changed needs only the cached verdicts")
+
+    for name in ("summarize", "can_matter", "_parse"):
+        monkeypatch.setattr(ckptlint.engine, name, forbidden)
+    monkeypatch.setattr(ckptlint.engine.ModuleSummary, "from_json", forbidden)
+    assert check() == cold
