@@ -643,9 +643,10 @@ def single_file_jobs(bench: Bench, tree: Tree, files: Sequence[Path], rounds: in
     return jobs
 
 
-def largest_modeling_file(tree: Tree) -> Path:
-    candidates = sorted((tree.root / "transformers" / "models").glob("*/modeling_*.py"))
-    return max(candidates, key=lambda p: (count_lines(p), p.as_posix()))
+def modeling_files_by_size(tree: Tree) -> list[Path]:
+    """transformers' `modeling_*.py` files, smallest first."""
+    candidates = (tree.root / "transformers" / "models").glob("*/modeling_*.py")
+    return sorted(candidates, key=lambda p: (count_lines(p), p.as_posix()))
 
 
 # -- profile -------------------------------------------------------------------------------------
@@ -1224,8 +1225,9 @@ def main(argv: Sequence[str]) -> int:
     check_ckptlint_works(bench, trees["accelerate"])
     rounds = args.repeat
     llama = main_tree.root / "transformers" / "models" / "llama" / "modeling_llama.py"
-    largest = largest_modeling_file(main_tree)
-    single_files = [llama] + ([largest] if largest != llama else [])
+    # A typical modeling file, one larger than 90% of them, and the largest.
+    by_size = modeling_files_by_size(main_tree)
+    single_files = list(dict.fromkeys([llama, by_size[int(0.9 * (len(by_size) - 1))], by_size[-1]]))
 
     # 1. Whole transformers, cold, interleaved with ruff (and TorchFix once with --full-torchfix).
     bench.run_block(main_tree, cold_jobs(bench, rounds, with_ruff=True, with_torchfix=1 if args.full_torchfix else 0))

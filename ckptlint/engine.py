@@ -120,8 +120,9 @@ def _read(paths: Sequence[str], settings: Settings, stdin: Optional[tuple[str, s
     discovery = discover([p for p in paths if p != "-"], settings)
     report.errors.extend(FileError(p, "no such file or directory") for p in discovery.missing)
     units: list[_Unit] = []
+    cwd = os.path.join(os.getcwd(), "")
     for path in discovery.files:
-        shown = _display_path(path)
+        shown = _display_path(path, cwd)
         try:
             units.append(_unit(read_source(shown), path))
         except SourceError as error:
@@ -147,12 +148,10 @@ def _still_valid(result: dict, digests: dict[str, str]) -> bool:
     return all(digests.get(path) == digest for path, digest in result.get("depends", {}).items())
 
 
-def _display_path(path: Path) -> str:
+def _display_path(path: Path, cwd: str) -> str:
     """Paths as users typed them: relative to the working directory when inside it."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
+    text = str(path)
+    return text[len(cwd):] if text.startswith(cwd) else text
 
 
 def _unit(source: Source, path: Optional[Path] = None) -> _Unit:

@@ -17,11 +17,17 @@ def module_name_for(path: Path) -> tuple[str, bool]:
     Walks up while the parent directory is a package, so `src/pkg/sub/mod.py` gives
     `pkg.sub.mod` whatever directory ckptlint was started from.
     """
-    path = path.resolve()
+    # Resolving every file walks every folder above it again: resolve each folder once.
+    path = path.resolve() if path.is_symlink() else _resolved(path.parent) / path.name
     is_package = path.stem == "__init__"
     package = _package_of(path.parent)
     parts = [p for p in (package, "" if is_package else path.stem) if p]
     return ".".join(parts) or path.stem, is_package
+
+
+@lru_cache(maxsize=None)
+def _resolved(directory: Path) -> Path:
+    return directory.resolve()
 
 
 @lru_cache(maxsize=None)
