@@ -30,7 +30,7 @@ from ckptlint.index import ModuleSummary, ProjectIndex, project_fingerprint, sum
 from ckptlint.model import FileModel, build_file_model
 from ckptlint.model.walk import descendants
 from ckptlint.names import module_name_for
-from ckptlint.relevance import SourceSlice, can_matter, relevant_source, whole_source
+from ckptlint.relevance import SourceSlice, can_matter, definitions_source, relevant_source, whole_source
 from ckptlint.rules import Rule, all_rules
 from ckptlint.source import Source, SourceError, decode, read_source
 from ckptlint.suppression import Suppressions
@@ -288,6 +288,16 @@ def _trusted(node: CSTNode) -> None:
     """Parser output is valid by construction."""
 
 
+@dataclass
+class _Other:
+    """Another file's model, cut to the top-level definitions asked for so far (None: whole)."""
+
+    model: FileModel
+    source: Source
+    sliced: SourceSlice
+    names: Optional[frozenset[str]]
+
+
 class _Models:
     """Other files' models, built on demand when a checkpointed callee lives there (one per worker)."""
 
@@ -296,38 +306,48 @@ class _Models:
 
     def __init__(self, index: ProjectIndex, versions: LibraryVersions, settings: Settings) -> None:
         self.index, self.versions, self.settings = index, versions, settings
-        self.by_module: OrderedDict[str, Optional[FileModel]] = OrderedDict()
-        self.texts: dict[str, Source] = {}
-        # Files whose bodies the current analysis read: its cached result depends on their content.
-        self.consulted: set[str] = set()
+        self.by_module: OrderedDict[str, Optional[_Other]] = OrderedDict()
+        # What the current analysis used: the files its cached result depends on, and the trees
+        # its findings in other files point into (even if evicted or re-cut since).
+        self.used: dict[int, _Other] = {}
 
     def add(self, model: FileModel, source: Source) -> None:
-        self.by_module[model.module] = model
-        self.texts[model.path] = source
-        while len(self.by_module) > self.capacity:
-            _, evicted = self.by_module.popitem(last=False)
-            if evicted is not None:
-                self.texts.pop(evicted.path, None)
+        """A whole file's model, analysed for its own sake: it serves every callee in it."""
+        self._keep(model.module, _Other(model, source, whole_source(source.text, self.index.modules[model.module]), None))
 
-    def get(self, module: str) -> Optional[FileModel]:
-        if module in self.by_module:
-            self.by_module.move_to_end(module)
+    def get(self, module: str, qualname: str) -> Optional[FileModel]:
+        """The model of `module` that holds the function `qualname`."""
+        name = qualname[len(module) + 1 :].split(".", 1)[0]
+        other = self.by_module.get(module)
+        if module not in self.by_module or (other is not None and other.names is not None and name not in other.names):
+            other = self._load(module, frozenset({name}) | (other.names if other else frozenset()))
+            self._keep(module, other)
         else:
-            self.by_module[module] = None
-            summary = self.index.modules.get(module)
-            if summary is not None:
-                try:
-                    source = read_source(summary.path)
-                    tree = _parse(source.text)
-                except (SourceError, cst.ParserSyntaxError, RecursionError):
-                    return None
-                model = build_file_model(tree, summary.path, summary, self.index, self.versions, self.settings)
-                model.models = self.get
-                self.add(model, source)
-        model = self.by_module[module]
-        if model is not None:
-            self.consulted.add(model.path)
-        return model
+            self.by_module.move_to_end(module)
+        if other is None:
+            return None
+        self.used[id(other)] = other
+        return other.model
+
+    def _keep(self, module: str, other: Optional[_Other]) -> None:
+        self.by_module[module] = other
+        self.by_module.move_to_end(module)
+        while len(self.by_module) > self.capacity:
+            self.by_module.popitem(last=False)
+
+    def _load(self, module: str, names: frozenset[str]) -> Optional[_Other]:
+        summary = self.index.modules.get(module)
+        if summary is None:
+            return None
+        try:
+            source = read_source(summary.path)
+            sliced = definitions_source(source.text, summary, names)
+            tree = _parse(sliced.text)
+        except (SourceError, cst.ParserSyntaxError, RecursionError):
+            return None
+        model = build_file_model(tree, summary.path, summary, self.index, self.versions, self.settings)
+        model.models = self.get
+        return _Other(model, source, sliced, names)
 
 
 _MODELS: Optional[_Models] = None
@@ -346,7 +366,7 @@ def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
     index.cited.clear()
     if _MODELS is None or _MODELS.index is not index:
         _MODELS = _Models(index, versions, settings)
-    _MODELS.consulted.clear()
+    _MODELS.used.clear()
     path = unit.source.path
     result: dict[str, Any] = {"findings": [], "unresolved": 0, "error": None, "depends": {}}
     sliced = relevant_source(unit.source.text, summary, index, settings)
@@ -372,12 +392,12 @@ def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
         if where == path:
             result["findings"].extend(_findings(model, unit.source, group, settings, sliced))
             continue
-        owner = next((m for m in _MODELS.by_module.values() if m and m.path == where), None)
-        if owner is None:
-            continue
-        source = _MODELS.texts[where]
-        result["findings"].extend(_findings(owner, source, group, settings, whole_source(source.text, index.modules[owner.module])))
-    others = (_MODELS.consulted | index.cited) - {path}
+        for other in _MODELS.used.values():
+            if other.model.path == where:
+                inside = {id(node) for node in descendants(other.model.tree)}
+                mine = [(rule, d) for rule, d in group if id(d.node) in inside]
+                result["findings"].extend(_findings(other.model, other.source, mine, settings, other.sliced))
+    others = ({other.model.path for other in _MODELS.used.values()} | index.cited) - {path}
     result["depends"].update((other, digests[other]) for other in others if other in digests)
     return path, result
 

@@ -90,14 +90,28 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
     triggers = checkpoint_names(summary, index, settings)
     site_text = _site_text(settings)
     needed = _needed_blocks(summary, index, triggers, [bisect_right(starts, m.start()) for m in site_text.finditer(text)])
+    if triggers:  # inside a class, a checkpoint name is spotted by its text
+        site_text = _or_words(site_text, sorted(triggers))
+    site_lines = [bisect_right(starts, match.start()) for match in site_text.finditer(text)]
+    return _cut(text, summary, matches, needed, _unreached_members(summary, index, needed, site_lines))
+
+
+def definitions_source(text: str, summary: ModuleSummary, names: frozenset[str]) -> SourceSlice:
+    """The file cut to the top-level definitions of `names`, whole, and everything they refer to:
+    what another file's checkpointed callees need of it."""
+    blocks = summary.blocks
+    seeds = [number for number, block in enumerate(blocks) if names.intersection(block.binds.split())]
+    return _cut(text, summary, list(_LINE.finditer(text)), _closure(blocks, seeds), [])
+
+
+def _cut(text: str, summary: ModuleSummary, matches: list[re.Match[str]], needed: set[int], members: list[Member]) -> SourceSlice:
+    """The file without the definitions not `needed` and without `members`."""
+    blocks = summary.blocks
     dropped: set[int] = set()
     for number, block in enumerate(blocks):
         if block.definition and number not in needed:
             dropped.update(range(block.start, block.end + 1))
-    if triggers:  # inside a class, a checkpoint name is spotted by its text
-        site_text = _or_words(site_text, sorted(triggers))
-    site_lines = [bisect_right(starts, match.start()) for match in site_text.finditer(text)]
-    for member in _unreached_members(summary, index, needed, site_lines):
+    for member in members:
         dropped.update(range(member.start, member.end + 1))
     if not dropped:
         return whole_source(text, summary)
@@ -110,11 +124,7 @@ def _needed_blocks(summary: ModuleSummary, index: ProjectIndex, triggers: set[st
     """Top-level statements that hold a site, read a checkpoint name, store state on a module or
     build checkpointing layers, and every statement they refer to, transitively."""
     blocks = summary.blocks
-    binders: dict[str, list[int]] = {}
-    for number, block in enumerate(blocks):
-        for name in block.binds.split():
-            binders.setdefault(name, []).append(number)
-    work = [
+    seeds = [
         number
         for number, block in enumerate(blocks)
         if any(block.start <= line <= block.end for line in site_lines)
@@ -122,7 +132,16 @@ def _needed_blocks(summary: ModuleSummary, index: ProjectIndex, triggers: set[st
         or (block.stashes and not block.members)  # a script storing state on a module
         or (block.definition and _checkpointing_layer_attrs(summary, index, block.binds.split()))
     ]
-    needed = set(work)
+    return _closure(blocks, seeds)
+
+
+def _closure(blocks: list[Block], seeds: list[int]) -> set[int]:
+    """The statements `seeds` and every statement they refer to, transitively."""
+    binders: dict[str, list[int]] = {}
+    for number, block in enumerate(blocks):
+        for name in block.binds.split():
+            binders.setdefault(name, []).append(number)
+    needed, work = set(seeds), list(seeds)
     while work:
         for name in blocks[work.pop()].refs.split():
             for number in binders.get(name, ()):

@@ -137,3 +137,61 @@ def test_positions_per_statement_equal_whole_module_positions():
     for node in calls:
         where = expected[node]
         assert found[id(node)] == (where.start.line, where.start.column, where.end.line, where.end.column)
+
+
+CALLEES = """from torch import nn
+
+
+class Unrelated(nn.Module):
+    def forward(self, x):
+        return x
+
+
+class First(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        self.kept = self.proj(x)
+        return self.kept
+
+
+class Second(First):
+    def forward(self, x):
+        self.also = self.proj(x)
+        return self.also
+"""
+CALLER = """from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from pkg.callees import First, Second
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = First()
+        self.second = Second()
+
+    def forward(self, x):
+        x = checkpoint(self.first, x, use_reentrant=False)
+        return checkpoint(self.second, x, use_reentrant=False)
+"""
+
+
+def test_another_files_callees_are_parsed_alone_and_found_at_their_lines(project, monkeypatch):
+    project({"pkg/__init__.py": "", "pkg/callees.py": CALLEES, "pkg/net.py": CALLER})
+    cuts: list[SourceSlice] = []
+    real = ckptlint.engine.definitions_source
+    monkeypatch.setattr(ckptlint.engine, "definitions_source", lambda *args: cuts.append(real(*args)) or cuts[-1])
+    settings = Settings()
+    report = lint(["."], settings, resolve_versions(settings, None, "2.13", "5.23"), jobs=1)
+    # The first site needs First; the second one re-cuts the file for Second too.
+    assert ["class First" in cut.text and "class Second" in cut.text for cut in cuts] == [False, True]
+    assert all("class Unrelated" not in cut.text for cut in cuts)
+    lines = CALLEES.splitlines()
+    assert [(f.path, f.line, f.code) for f in report.findings] == [
+        ("pkg/callees.py", lines.index("        self.kept = self.proj(x)") + 1, "CKPT007"),
+        ("pkg/callees.py", lines.index("        self.also = self.proj(x)") + 1, "CKPT007"),
+    ]

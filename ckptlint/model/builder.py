@@ -123,11 +123,12 @@ class FileModel:
     top_level_classes: frozenset[str] = frozenset()
     cache_uses: list[CacheUse] = field(default_factory=list)
     # Other files' models by module name, for callees defined elsewhere (set by the engine).
-    models: Callable[[str], Optional["FileModel"]] = lambda module: None
+    models: Callable[[str, str], Optional["FileModel"]] = lambda module, qualname: None
     _regions: dict[int, "Region"] = field(default_factory=dict)
 
-    def model_for(self, module: str) -> Optional["FileModel"]:
-        return self if module == self.module else self.models(module)
+    def model_for(self, module: str, qualname: str) -> Optional["FileModel"]:
+        """The model that holds the function `qualname` of `module`."""
+        return self if module == self.module else self.models(module, qualname)
 
     def region(self, site: CheckpointSite) -> "Region":
         """Everything the checkpointed callable runs, across files (memoized per site)."""

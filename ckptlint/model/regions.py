@@ -103,7 +103,7 @@ def _function(model: "FileModel", qualname: str) -> Optional[tuple["FileModel", 
     module, _ = model.index.split(qualname)
     if module is None:
         return None
-    owner = model.model_for(module.name)
+    owner = model.model_for(module.name, qualname)
     if owner is None or qualname not in owner.functions:
         return None
     return owner, owner.functions[qualname]
