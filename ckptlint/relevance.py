@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterator, Optional
 
 from ckptlint.config import Settings
 from ckptlint.index import Block, Member, ModuleSummary, ProjectIndex
@@ -88,12 +88,27 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
     matches = list(_LINE.finditer(text))
     starts = [match.start() for match in matches]
     triggers = checkpoint_names(summary, index, settings)
-    site_text = _site_text(settings)
-    needed = _needed_blocks(summary, index, triggers, [bisect_right(starts, m.start()) for m in site_text.finditer(text)])
-    if triggers:  # inside a class, a checkpoint name is spotted by its text
-        site_text = _or_words(site_text, sorted(triggers))
-    site_lines = [bisect_right(starts, match.start()) for match in site_text.finditer(text)]
+    site_lines = [bisect_right(starts, match.start()) for match in _site_text(settings).finditer(text)]
+    needed = _needed_blocks(summary, index, triggers, site_lines)
+    # Inside a class, a checkpoint name is spotted by its text.
+    site_lines.extend(bisect_right(starts, offset) for offset in _word_offsets(text, triggers))
     return _cut(text, summary, matches, needed, _unreached_members(summary, index, needed, site_lines))
+
+
+def _word_offsets(text: str, words: set[str]) -> Iterator[int]:
+    """Where each of `words` occurs as a whole word (`str.find`: an alternation of words in a regex
+    was a third of the cut)."""
+    for word in words:
+        at = text.find(word)
+        while at != -1:
+            end = at + len(word)
+            if not (at and _is_word_char(text[at - 1])) and not (end < len(text) and _is_word_char(text[end])):
+                yield at
+            at = text.find(word, end)
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
 
 
 def definitions_source(text: str, summary: ModuleSummary, names: frozenset[str]) -> SourceSlice:
