@@ -38,6 +38,9 @@ from ckptlint.versions import LibraryVersions
 
 # Below this much source, forking workers costs more than it saves (the pre-commit case).
 _PARALLEL_MIN_BYTES = 400_000
+# Results kept per file version, each for other versions of the files it depends on: reverting an
+# edit, or switching back to a branch, finds the results from before.
+_RESULT_VARIANTS = 4
 
 
 @dataclass(frozen=True)
@@ -87,18 +90,22 @@ def _lint(
     summaries = _Summaries(units, cache, jobs, report)
     report.files_checked = len(summaries.declared)
     digests = {u.source.path: u.source.digest for u in units}
-    key_prefix = f"a:{__version__}:{settings.fingerprint()}:{versions.torch.text}:{versions.transformers.text}:{summaries.fingerprint()}"
+    key_prefix = f"r:{__version__}:{settings.fingerprint()}:{versions.torch.text}:{versions.transformers.text}:{summaries.fingerprint()}"
     keys = {path: f"{key_prefix}:{path}:{digests[path]}" for path in summaries.declared}
     # Every file has a cached verdict, "cannot matter" included: with nothing changed, no summary is
     # decoded, no index is built and nothing is parsed.
     cached = cache.get_many(keys.values()) if cache else {}
-    results = {path: cached[key] for path, key in keys.items() if key in cached and _still_valid(cached[key], digests)}
+    results = {}
+    for path, key in keys.items():
+        valid = next((result for result in cached.get(key, ()) if _still_valid(result, digests)), None)
+        if valid is not None:
+            results[path] = valid
     missed = [u for u in units if u.source.path in keys and u.source.path not in results]
-    del units, cached  # only the missed files' sources are needed from here on
+    del units  # only the missed files' sources are needed from here on
     if missed:
         fresh = _analyze_missed(missed, summaries.all(), (versions, settings, digests), jobs)
         if cache:
-            cache.put_many({keys[path]: result for path, result in fresh.items()})
+            cache.put_many({keys[path]: [result, *cached.get(keys[path], ())][:_RESULT_VARIANTS] for path, result in fresh.items()})
         results.update(fresh)
     findings: dict[tuple, Finding] = {}
     for path in sorted(results):
@@ -171,21 +178,24 @@ class _Summaries:
         known = cache.get_many(_digest_key(key) for key in self.keys.values()) if cache else {}
         todo = [u for u in units if _digest_key(self.keys[u.source.path]) not in known]
         fresh = dict(_map(_summarize, todo, _workers(jobs, todo), None))
-        if cache:
-            stored = {key: text for path, text in fresh.items() if not text.startswith('{"error"') for key in [self.keys[path]]}
-            cache.put_many_json({**stored, **{_digest_key(key): _digest_json(text) for key, text in stored.items()}})
+        stored: dict[str, str] = {}
         for unit in units:
-            path = unit.source.path
+            path, key = unit.source.path, self.keys[unit.source.path]
             if path not in fresh:
-                self.declared[path] = (unit.module, known[_digest_key(self.keys[path])])
+                self.declared[path] = (unit.module, known[_digest_key(key)])
                 continue
             # One fresh summary's data alive at a time: the parent's heap stays compact for the workers it forks.
-            data = json.loads(fresh.pop(path))
+            text = fresh.pop(path)
+            data = json.loads(text)
             if "error" in data:
                 report.errors.append(FileError(path, data["error"]))
-            else:
-                self.loaded[path] = summary = ModuleSummary.from_json(data)
-                self.declared[path] = (unit.module, summary.digest)
+                continue
+            self.loaded[path] = summary = ModuleSummary.from_json(data)
+            self.declared[path] = (unit.module, summary.digest)
+            if cache:
+                stored.update({key: text, _digest_key(key): json.dumps(summary.digest)})
+        if cache:
+            cache.put_many_json(stored)
 
     def fingerprint(self) -> str:
         return project_fingerprint(dict(self.declared.values()))
@@ -204,10 +214,6 @@ class _Summaries:
 
 def _digest_key(summary_key: str) -> str:
     return "d" + summary_key[1:]
-
-
-def _digest_json(summary_json: str) -> str:
-    return json.dumps(json.loads(summary_json)["digest"])
 
 
 _CANNOT_MATTER = {"findings": [], "unresolved": 0, "error": None, "depends": {}}

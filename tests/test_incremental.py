@@ -130,3 +130,17 @@ def test_a_warm_run_reads_no_summary_and_parses_nothing(project, monkeypatch):
         monkeypatch.setattr(ckptlint.engine, name, forbidden)
     monkeypatch.setattr(ckptlint.engine.ModuleSummary, "from_json", forbidden)
     assert check() == cold
+
+
+def test_reverting_an_edit_finds_the_results_from_before(project, analysed):
+    root = project({"pkg/__init__.py": "", "pkg/blocks.py": BLOCKS, "pkg/net.py": NET, "other.py": OTHER})
+    before = check()
+    edited = BLOCKS.replace("return self.proj(x)", "self.last = self.proj(x)\n        return self.last")
+    (root / "pkg/blocks.py").write_text(edited)
+    check()
+    (root / "pkg/blocks.py").write_text(BLOCKS)  # back, as after `git checkout`
+    analysed.clear()
+    assert check() == before
+    assert analysed == []
+    (root / "pkg/blocks.py").write_text(edited)
+    assert check()["findings"] != before["findings"] and analysed == []
