@@ -15,11 +15,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence
-
-import libcst as cst
-from libcst._nodes.base import CSTNode
-from libcst.metadata import MetadataWrapper, PositionProvider
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
 from ckptlint import __version__
 from ckptlint.cache import ResultCache
@@ -27,14 +23,20 @@ from ckptlint.config import Settings
 from ckptlint.discovery import discover
 from ckptlint.findings import FileError, Finding, LintReport, Severity
 from ckptlint.index import ModuleSummary, ProjectIndex, project_fingerprint, summarize
-from ckptlint.model import FileModel, build_file_model
-from ckptlint.model.walk import descendants
 from ckptlint.names import module_name_for
 from ckptlint.relevance import SourceSlice, can_matter, definitions_source, relevant_source, whole_source
-from ckptlint.rules import Rule, all_rules
+from ckptlint.rules import all_rules
 from ckptlint.source import Source, SourceError, decode, read_source
 from ckptlint.suppression import Suppressions
 from ckptlint.versions import LibraryVersions
+
+# LibCST, and the model built on it, are imported in the functions that parse: importing LibCST
+# takes 0.2 s, which a run that parses nothing (a warm cache, a commit that touches no checkpoint)
+# should not pay.
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from ckptlint.model import FileModel
 
 # Below this much source, forking workers costs more than it saves (the pre-commit case).
 _PARALLEL_MIN_BYTES = 400_000
@@ -228,6 +230,8 @@ def _analyze_missed(missed: list[_Unit], summaries: dict[str, ModuleSummary], co
     results = {u.source.path: _CANNOT_MATTER for u in missed}
     todo = [(u, summaries[u.source.path]) for u in missed if can_matter(u.source.text, summaries[u.source.path], index, settings)]
     missed.clear()
+    if todo:
+        import ckptlint.model.builder  # noqa: F401  (forked workers inherit LibCST instead of each importing it)
     workers = _workers(jobs, [u for u, _ in todo])
     if workers > 1:
         _release_freed_memory()
@@ -280,6 +284,9 @@ def _parse(text: str) -> cst.Module:
     """`cst.parse_module` without re-validating every node the parser builds (validation guards
     hand-built trees; it was 15% of the parse). LibCST's own comment on `__post_init__` suggests
     the same; a LibCST without that hook is simply parsed as is."""
+    import libcst as cst
+    from libcst._nodes.base import CSTNode
+
     validate = CSTNode.__dict__.get("__post_init__")
     if validate is None:
         return cst.parse_module(text)
@@ -290,7 +297,7 @@ def _parse(text: str) -> cst.Module:
         CSTNode.__post_init__ = validate  # type: ignore[method-assign]
 
 
-def _trusted(node: CSTNode) -> None:
+def _trusted(node: cst.CSTNode) -> None:
     """Parser output is valid by construction."""
 
 
@@ -342,6 +349,10 @@ class _Models:
             self.by_module.popitem(last=False)
 
     def _load(self, module: str, names: frozenset[str]) -> Optional[_Other]:
+        import libcst as cst
+
+        from ckptlint.model import build_file_model
+
         summary = self.index.modules.get(module)
         if summary is None:
             return None
@@ -367,6 +378,11 @@ def _analyze(item: tuple[_Unit, ModuleSummary]) -> tuple[str, dict]:
 
 
 def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
+    import libcst as cst
+
+    from ckptlint.model import build_file_model
+    from ckptlint.model.walk import descendants
+
     global _MODELS
     index, versions, settings, digests = _STATE
     index.cited.clear()
@@ -389,7 +405,7 @@ def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
     if sliced.lines is None:  # a cut model cannot serve other files' callees
         _MODELS.add(model, unit.source)
     result["unresolved"] = sum(not site.resolved for site in model.sites)
-    rules: list[Rule] = [rule() for rule in all_rules()]
+    rules = [rule() for rule in all_rules()]
     diagnostics = [(rule, d) for rule in rules for d in rule.check(model)]
     by_path: dict[str, list] = {}
     for rule, diagnostic in diagnostics:
@@ -441,6 +457,10 @@ def _positions(tree: cst.Module, sliced: SourceSlice, nodes: list[cst.CSTNode]) 
     Positions cost a codegen pass: it runs only over the top-level statements that hold the nodes,
     each placed at the line where `ast` says it starts.
     """
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from ckptlint.model.walk import descendants
+
     wanted = {id(node) for node in nodes}
     found: dict[int, tuple[int, int, int, int]] = {}
     parts: list[tuple[cst.Module, int]]

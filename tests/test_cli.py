@@ -182,6 +182,20 @@ def test_static_linting_never_imports_torch(project):
     assert out == ["1", "False", "False"]
 
 
+def test_a_run_that_parses_nothing_never_imports_libcst(project):
+    """Importing LibCST is 0.2 s: a commit touching no checkpoint, or a warm run, does not pay it."""
+    project({"util.py": "def double(x):\n    return 2 * x\n", "bad.py": BAD})
+    code = (
+        "import sys\nfrom click.testing import CliRunner\nfrom ckptlint.cli import main\n"
+        "runs = [CliRunner().invoke(main, args).exit_code for args in (['util.py', '--no-cache'], ['bad.py'])]\n"
+        "print(*runs, 'libcst' in sys.modules)\n"
+    )
+    run = [sys.executable, "-c", code]
+    assert subprocess.run(run, capture_output=True, text=True, check=True).stdout.split() == ["0", "1", "True"]
+    # bad.py's result is cached now.
+    assert subprocess.run(run, capture_output=True, text=True, check=True).stdout.split() == ["0", "1", "False"]
+
+
 def test_python_dash_m_entry_point(project):
     project({"bad.py": BAD})
     result = subprocess.run([sys.executable, "-m", "ckptlint", "bad.py", "--no-cache"], capture_output=True, text=True)

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Optional, Union
-
-import libcst as cst
+from typing import TYPE_CHECKING, Optional, Union
 
 from ckptlint.versions import AssumedVersion
+
+if TYPE_CHECKING:
+    import libcst as cst
 
 
 def code(node: cst.CSTNode) -> str:
     """How the source spells a node: attribute chains directly, anything else by codegen."""
+    import libcst as cst  # here, not at the top: the rules' records load without LibCST
+
     parts = []
     while isinstance(node, cst.Attribute) and not node.lpar:
         parts.append(node.attr.value)
@@ -34,7 +37,7 @@ class Spelling:
 
     def __str__(self) -> str:
         if self._text is None:
-            self._text = self.template.format(*(code(p) if isinstance(p, cst.CSTNode) else str(p) for p in self.parts))
+            self._text = self.template.format(*(str(p) if isinstance(p, (str, Spelling)) else code(p) for p in self.parts))
         return self._text
 
     def __format__(self, spec: str) -> str:

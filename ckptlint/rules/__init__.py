@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Iterator, Optional
 
-import libcst as cst
-
 from ckptlint.findings import Severity
 from ckptlint.model.sites import code
 
 if TYPE_CHECKING:
+    import libcst as cst
+
     from ckptlint.model import CheckpointSite, FileModel
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ckptlint.findings import Severity
-from ckptlint.model import ApiKind, FileModel
+from ckptlint.model.sites import ApiKind
 from ckptlint.rules import Diagnostic, Rule, callee_name
 from ckptlint.rules.side_effect_escapes import CHECKPOINTED, is_cache
+
+if TYPE_CHECKING:
+    from ckptlint.model.builder import FileModel
 
 
 HF_NULLED_CACHES = frozenset({"past_key_values", "past_key_value", "layer_past"})

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ckptlint.findings import Severity
-from ckptlint.model import FileModel
 from ckptlint.rules import Diagnostic, Rule
+
+if TYPE_CHECKING:
+    from ckptlint.model.builder import FileModel
 
 
 class CheckpointWithoutGrad(Rule):

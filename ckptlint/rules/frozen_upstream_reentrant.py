@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from ckptlint.findings import Severity
 from ckptlint.index import Freeze, instance_key
-from ckptlint.model import ApiKind, FileModel
-from ckptlint.model.sites import CheckpointSite, Instance, ModuleObject
+from ckptlint.model.sites import ApiKind, CheckpointSite, Instance, ModuleObject
 from ckptlint.rules import Diagnostic, Rule, callee_name
 from ckptlint.rules.inputs_cannot_require_grad import no_grad_inputs
 from ckptlint.versions import transformers_default_reentrant
+
+if TYPE_CHECKING:
+    from ckptlint.model.builder import FileModel
 
 # Objects built this way get the input-grad hook from PEFT.
 PEFT_HOOKED = ("peft.get_peft_model", "peft.PeftModel", "peft.prepare_model_for_kbit_training", "peft.mapping.get_peft_model")

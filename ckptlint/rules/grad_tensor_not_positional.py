@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ckptlint.findings import Severity
-from ckptlint.model import ApiKind, FileModel
-from ckptlint.model.sites import CheckpointSite, Grad, Lambda, LocalFunction, ModuleObject, Param, Partial, Tensor, Value
+from ckptlint.model.sites import ApiKind, CheckpointSite, Grad, Lambda, LocalFunction, ModuleObject, Param, Partial, Tensor, Value
 from ckptlint.rules import Diagnostic, Rule, callee_name, spelled
+
+if TYPE_CHECKING:
+    from ckptlint.model.builder import FileModel
 
 # Keyword names transformers uses for activations that carry grad between layers.
 GRAD_CARRYING_KEYWORDS = frozenset({"hidden_states", "encoder_hidden_states"})

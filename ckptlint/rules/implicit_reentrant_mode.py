@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ckptlint.findings import Severity
-from ckptlint.model import ApiKind, FileModel, FlagStatus
+from ckptlint.model.sites import ApiKind, FlagStatus
 from ckptlint.rules import Diagnostic, Rule
+
+if TYPE_CHECKING:
+    from ckptlint.model.builder import FileModel
 
 DIRECT = (ApiKind.CHECKPOINT, ApiKind.SEQUENTIAL)
 TRANSFORMERS = (ApiKind.HF_ENABLE, ApiKind.HF_TRAINING_ARGS)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ckptlint.findings import Severity
-from ckptlint.model import FileModel
 from ckptlint.model.sites import CheckpointSite, Grad, Tensor
 from ckptlint.rules import Diagnostic, Rule, callee_name
+
+if TYPE_CHECKING:
+    from ckptlint.model.builder import FileModel
 
 
 def no_grad_inputs(site: CheckpointSite) -> list[Tensor]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ckptlint.findings import Severity
-from ckptlint.model import FileModel
 from ckptlint.rules import Diagnostic, Rule, callee_name
 from ckptlint.rules.side_effect_escapes import CHECKPOINTED
+
+if TYPE_CHECKING:
+    from ckptlint.model.builder import FileModel
 
 
 class RngNotReplayed(Rule):

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-import libcst as cst
 
 from ckptlint.findings import Severity
-from ckptlint.model import ApiKind, FileModel
 from ckptlint.model.regions import Region, RegionPart
-from ckptlint.model.sites import Tensor
+from ckptlint.model.sites import ApiKind, Tensor
 from ckptlint.rules import Diagnostic, Rule, callee_name
+
+if TYPE_CHECKING:
+    from ckptlint.model.builder import FileModel
+    import libcst as cst
 
 CHECKPOINTED = (ApiKind.CHECKPOINT, ApiKind.SEQUENTIAL, ApiKind.HF_FUNC, ApiKind.HF_LAYER_CALL, ApiKind.PROJECT_WRAPPER, ApiKind.MODULE_WRAPPER)
 
