@@ -10,7 +10,6 @@ import json
 import multiprocessing
 from collections import OrderedDict
 from contextlib import contextmanager
-from itertools import chain
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass

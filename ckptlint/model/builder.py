@@ -69,9 +69,7 @@ from ckptlint.model.sites import (
     merge,
 )
 from ckptlint.model.torch_knowledge import (
-    CONTAINERS,
     DATA_LOADERS,
-    DROPOUT_MODULES,
     GRAD_NEUTRAL_METHODS,
     GRAD_NEUTRAL_PREFIXES,
     MODULE_BASES,
