@@ -97,6 +97,7 @@ def main() -> None:
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True, help="Colour the text output (auto: only on a terminal, never with NO_COLOR).")
 @click.option("--confirm", "confirm_findings", is_flag=True, help="Run each finding's module with and without checkpointing and report the evidence. This executes the project's code.")
 @click.option("--confirm-timeout", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True, metavar="SECONDS", help="With --confirm: time limit per target.")
+@click.option("--confirm-memory", type=click.FloatRange(min=0, min_open=True), metavar="GB", help="With --confirm: memory a target may allocate (address space beyond what it starts with); past it the target fails with \"exceeded\" instead of being killed.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="With --confirm: where to run (auto: CUDA when available).")
 def check(
     paths: tuple[str, ...],
@@ -122,6 +123,7 @@ def check(
     color: str,
     confirm_findings: bool,
     confirm_timeout: float,
+    confirm_memory: Optional[float],
     device: str,
 ) -> None:
     """Lint PATHS (files, directories, or - for stdin; default: the current directory)."""
@@ -159,7 +161,8 @@ def check(
     if confirm_findings and report.findings:
         from ckptlint.confirm import confirm
 
-        confirm(report, settings=settings, timeout=confirm_timeout, device=device, jobs=jobs)
+        sources = {stdin[0]: stdin[1]} if stdin is not None and stdin[0] != "-" else None
+        confirm(report, settings=settings, timeout=confirm_timeout, device=device, jobs=jobs, memory_gb=confirm_memory, sources=sources)
 
     use_color = color == "always" or (color == "auto" and output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ)
     options = RenderOptions(show_source=show_source, color=use_color, statistics=statistics, quiet=quiet)

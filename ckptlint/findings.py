@@ -43,10 +43,15 @@ class Confirmation:
     evidence: tuple[str, ...]
     target: str  # what was run, e.g. "src/model.py::Net"
     device: str  # "cpu", "cuda", or "" when nothing ran
+    cause: str = ""  # "could not run" only: one of CAUSES
+    example: str = ""  # NEEDS_EXAMPLE only: a factory skeleton, pre-filled with what was inferred
 
 
 CONFIRMED, NOT_REPRODUCED, COULD_NOT_RUN = "confirmed", "not reproduced", "could not run"
 VERDICTS = (CONFIRMED, NOT_REPRODUCED, COULD_NOT_RUN)
+# Why a finding could not run: what is missing is a package, or an example, or the code failed.
+NEEDS_PACKAGE, NEEDS_EXAMPLE, CRASHED = "needs a package", "needs an example", "crashed"
+CAUSES = (NEEDS_PACKAGE, NEEDS_EXAMPLE, CRASHED)
 
 
 @dataclass

@@ -13,11 +13,12 @@ Importing this package does not import torch; `compare()` and the child processe
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+import re
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from ckptlint.confirm import targets
 from ckptlint.confirm.registry import example
-from ckptlint.findings import COULD_NOT_RUN, Confirmation, Finding, LintReport
+from ckptlint.findings import COULD_NOT_RUN, NEEDS_EXAMPLE, Confirmation, Finding, LintReport
 
 if TYPE_CHECKING:
     from ckptlint.config import Settings
@@ -38,44 +39,73 @@ def confirm(
     timeout: float = DEFAULT_TIMEOUT,
     device: str = "auto",
     jobs: Optional[int] = None,
+    memory_gb: Optional[float] = None,
+    sources: Optional[Mapping[str, str]] = None,
 ) -> dict[Finding, Confirmation]:
     """Run the code of every finding in `report` (this executes the project's code) and record a
     verdict per finding in `report.confirmations` (also returned).
 
     `examples`: files with `@ckptlint.example` factories, on top of `settings.confirm_examples`.
-    `timeout`: seconds per target; `device`: "auto" (CUDA when available), "cpu" or "cuda"."""
+    `timeout`: seconds per target; `device`: "auto" (CUDA when available), "cpu" or "cuda";
+    `memory_gb`: address space a target may map on top of what it starts with (RLIMIT_AS);
+    `sources`: path -> text that was linted instead of the file (stdin), and is what runs."""
     from ckptlint.confirm import pool
 
     example_files = tuple(os.path.abspath(e) for e in (*examples, *(settings.confirm_examples if settings else ())))
+    texts = {os.path.abspath(path): text for path, text in (sources or {}).items()}
     confirmations: dict[Finding, Confirmation] = {}
     groups: dict[targets.Target, list[Finding]] = {}
     for finding in report.findings:
-        if not os.path.isfile(finding.path):
-            confirmations[finding] = Confirmation(COULD_NOT_RUN, ("the code has no file to import (read from stdin)",), "", "")
+        path = os.path.abspath(finding.path)
+        if finding.path == "-":
+            confirmations[finding] = _confirmation(COULD_NOT_RUN, ("the code was read from stdin without --stdin-filename: name its file to run it",), "", "", NEEDS_EXAMPLE)
             continue
-        target = targets.resolve(finding.path, finding.line, example_files)
+        target = targets.resolve(path, finding.line, example_files, texts.get(path))
         if isinstance(target, targets.Unrunnable):
             label = f"{finding.path}::{target.label}" if target.label else finding.path
-            confirmations[finding] = Confirmation(COULD_NOT_RUN, (target.reason,), label, "")
+            confirmations[finding] = _confirmation(COULD_NOT_RUN, (target.reason,), label, "", target.cause, target.example)
         else:
             groups.setdefault(target, []).append(finding)
     shown = {target: findings[0].path for target, findings in groups.items()}
-    jobs_list = [_job(target, findings, example_files, device) for target, findings in groups.items()]
-    results = pool.run_jobs(jobs_list, timeout=timeout, parallel=jobs or os.cpu_count() or 1)
+    jobs_list = [_job(target, findings, example_files, device, texts.get(target.path)) for target, findings in groups.items()]
+    results = pool.run_jobs(jobs_list, timeout=timeout, parallel=jobs or os.cpu_count() or 1, memory_gb=memory_gb)
     for (target, findings), result in zip(groups.items(), results):
         label = target.label(shown[target])
         for finding, verdict in zip(findings, result["verdicts"]):
             evidence = tuple(verdict["evidence"])
             if target.via and verdict["verdict"] != COULD_NOT_RUN:
                 evidence += (f"target chosen because {target.via}",)
-            confirmations[finding] = Confirmation(verdict["verdict"], evidence, label, result.get("device", ""))
+            confirmations[finding] = _confirmation(
+                verdict["verdict"], evidence, label, result.get("device", ""), verdict.get("cause", ""), verdict.get("example", "")
+            )
     report.confirmations.update(confirmations)
     return confirmations
 
 
-def _job(target: targets.Target, findings: Sequence[Finding], examples: Sequence[str], device: str) -> dict[str, Any]:
+# C0 and C1 control characters: user output and exception messages end up in the evidence, which
+# goes to terminals (text), annotations (github) and logs; each is shown as its escape instead.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    return _CONTROL.sub(lambda match: repr(match.group())[1:-1], text)
+
+
+def _confirmation(verdict: str, evidence: Sequence[str], target: str, device: str, cause: str = "", example: str = "") -> Confirmation:
+    return Confirmation(
+        verdict,
+        tuple(printable(line) for line in evidence),
+        printable(target),
+        device,
+        cause if verdict == COULD_NOT_RUN else "",
+        "\n".join(printable(line) for line in example.splitlines()),
+    )
+
+
+def _job(target: targets.Target, findings: Sequence[Finding], examples: Sequence[str], device: str, source: Optional[str]) -> dict[str, Any]:
     return {
         "path": target.path,
+        "source": source,
         "kind": target.kind,
         "qualname": target.qualname,
         "method": target.method,

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from ckptlint.confirm import ab, registry
+from ckptlint.findings import CRASHED, NEEDS_EXAMPLE
 from ckptlint.names import module_name_for
 
 BATCH = 2
@@ -49,7 +50,48 @@ TINY_CONFIG = {
 
 
 class CannotRun(Exception):
-    """The target cannot be built or fed; the message says why (and what the user can do)."""
+    """The target cannot be built or fed; the message says why (and what the user can do).
+    `cause`: one of findings.CAUSES; `example`: a factory skeleton for NEEDS_EXAMPLE."""
+
+    def __init__(self, message: str, cause: str = NEEDS_EXAMPLE, example: str = "") -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.example = example
+
+
+# Set by the runner from --confirm-memory, for the messages of failed allocations.
+memory_cap_gb: Optional[float] = None
+
+
+def user_failure(where: str, error: BaseException) -> Optional[str]:
+    """What the user's code did, when it is no failure to build or feed it: it exited, asked for
+    input or ran out of memory. None for anything else."""
+    from ckptlint.confirm.runner import StandardInputRead
+
+    if isinstance(error, SystemExit):
+        return f"{where} called sys.exit({error.code!r})"
+    if isinstance(error, StandardInputRead):
+        return f"{where} called input(): --confirm runs without standard input"
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    if isinstance(error, MemoryError) or (isinstance(error, RuntimeError) and any(m in text for m in _ALLOCATION_FAILURES)):
+        shown = f"{type(error).__name__}: {text[:200]}"
+        if memory_cap_gb:
+            return f"{where} exceeded the --confirm-memory cap of {memory_cap_gb:g} GB: {shown}"
+        return f"{where} could not allocate memory: {shown}"
+    return None
+
+
+def stop_on_user_failure(where: str, error: BaseException) -> None:
+    """Re-raise KeyboardInterrupt; raise CannotRun (crashed) when the code exited, asked for input
+    or ran out of memory: trying other constructors or inputs would only hide that."""
+    if isinstance(error, KeyboardInterrupt):
+        raise error
+    named = user_failure(where, error)
+    if named:
+        raise CannotRun(named, CRASHED) from None
+
+
+_ALLOCATION_FAILURES = ("can't allocate memory", "out of memory", "DefaultCPUAllocator", "std::bad_alloc")
 
 
 @dataclass
@@ -67,8 +109,9 @@ EXAMPLE_HINT = (
 # --- importing user code -------------------------------------------------------------------------
 
 
-def import_file(path: str) -> types.ModuleType:
-    """Import `path` under its dotted name (packages stay importable, relative imports work)."""
+def import_file(path: str, source: Optional[str] = None) -> types.ModuleType:
+    """Import `path` under its dotted name (packages stay importable, relative imports work).
+    `source`: the text to run instead of the file's (what was linted from stdin)."""
     file = Path(path).resolve()
     name, is_package = module_name_for(file)
     depth = name.count(".") + (1 if is_package else 0)
@@ -77,6 +120,8 @@ def import_file(path: str) -> types.ModuleType:
         root = root.parent
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
+    if source is not None:
+        return _import_source(file, name, is_package, source)
     existing = sys.modules.get(name)
     if existing is not None:
         if _same_file(getattr(existing, "__file__", None), file):
@@ -99,6 +144,25 @@ def _import_by_path(file: Path, name: str) -> types.ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
+    return module
+
+
+def _import_source(file: Path, name: str, is_package: bool, source: str) -> types.ModuleType:
+    """Run `source` as the module `name` at `file`: frames, tracebacks and `inspect.getsource`
+    point at `file`, whose lines are the given text's."""
+    import linecache
+
+    if name.rpartition(".")[0]:
+        importlib.import_module(name.rpartition(".")[0])  # the parent package, for relative imports
+    linecache.cache[str(file)] = (len(source), None, source.splitlines(keepends=True), str(file))
+    module = types.ModuleType(name)
+    module.__file__ = str(file)
+    module.__package__ = name if is_package else name.rpartition(".")[0]
+    if is_package:
+        module.__path__ = [str(file.parent)]  # type: ignore[attr-defined]
+    module.__spec__ = importlib.util.spec_from_loader(name, loader=None, origin=str(file), is_package=is_package)
+    sys.modules[name] = module
+    exec(compile(source, str(file), "exec"), module.__dict__)
     return module
 
 
@@ -222,9 +286,8 @@ def _builder_function_plan(module: types.ModuleType, function: Any, qualname: st
     except CannotRun:
         raise
     except BaseException as error:
-        if isinstance(error, KeyboardInterrupt):
-            raise
-        raise CannotRun(f"calling `{qualname}(...)` failed: {type(error).__name__}: {error}") from None
+        stop_on_user_failure(f"`{qualname}(...)`", error)
+        raise CannotRun(f"calling `{qualname}(...)` failed: {type(error).__name__}: {error}", CRASHED) from None
     inputs, shown = search_inputs(construct, None, device)
 
     def make() -> tuple[Any, Callable[[], Any]]:
@@ -266,8 +329,7 @@ def _constructor(module: types.ModuleType, cls: type, builders: Sequence[str], d
         try:
             model = function(**kwargs_source())
         except BaseException as error:
-            if isinstance(error, KeyboardInterrupt):
-                raise
+            stop_on_user_failure(f"`{name}()`", error)
             reasons.append(f"{name}() raised {type(error).__name__}: {error}")
             continue
         if type(model) is cls:
@@ -281,8 +343,7 @@ def _constructor(module: types.ModuleType, cls: type, builders: Sequence[str], d
         try:
             build()
         except BaseException as error:
-            if isinstance(error, KeyboardInterrupt):
-                raise
+            stop_on_user_failure(f"`{shown}`", error)
             reasons.append(f"{shown} raised {type(error).__name__}: {error}")
             continue
         return (lambda: build().to(device)), shown
@@ -414,9 +475,8 @@ def search_inputs(construct: Callable[[], nn.Module], method: Optional[str], dev
     except CannotRun:
         raise
     except BaseException as error:
-        if isinstance(error, KeyboardInterrupt):
-            raise
-        raise CannotRun(f"building the model failed: {type(error).__name__}: {error}") from None
+        stop_on_user_failure("building the model", error)
+        raise CannotRun(f"building the model failed: {type(error).__name__}: {error}", CRASHED) from None
     probe.train()
     entry = getattr(probe, method or "forward")
     try:
@@ -444,8 +504,7 @@ def search_inputs(construct: Callable[[], nn.Module], method: Optional[str], dev
                     with torch.no_grad():
                         (getattr(probe, method) if method else probe)(*args)
                 except BaseException as error:
-                    if isinstance(error, KeyboardInterrupt):
-                        raise
+                    stop_on_user_failure(f"`{name}`", error)
                     text = str(error).strip()
                     last_error = f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"
                     continue
@@ -677,5 +736,5 @@ def resolve_device(requested: str) -> str:
         return "cpu"
     available = torch.cuda.is_available()
     if requested == "cuda" and not available:
-        raise CannotRun("--device cuda was requested but CUDA is not available")
+        raise CannotRun("--device cuda was requested but CUDA is not available", CRASHED)
     return "cuda" if available else "cpu"

@@ -10,22 +10,43 @@ result, for debugging a target by hand.
 
 from __future__ import annotations
 
+import builtins
+import importlib.util
 import json
 import os
 import sys
 import traceback
 import warnings
-from typing import Any
+from pathlib import Path
+from typing import Any, Optional
 
-COULD_NOT_RUN = "could not run"
+from ckptlint.findings import COULD_NOT_RUN, CRASHED, NEEDS_PACKAGE
+
+GB = 1024**3
+# Import names whose distribution on PyPI is called otherwise.
+DISTRIBUTIONS = {
+    "sklearn": "scikit-learn", "skimage": "scikit-image", "PIL": "pillow", "cv2": "opencv-python",
+    "yaml": "pyyaml", "pytorch_lightning": "lightning", "attr": "attrs", "Bio": "biopython",
+    "google.protobuf": "protobuf", "dateutil": "python-dateutil", "bs4": "beautifulsoup4",
+}  # fmt: skip
+
+
+class StandardInputRead(BaseException):
+    """Raised by `input()` in a confirm child: there is no terminal to answer it. A BaseException,
+    so that the user's `except Exception` does not swallow it."""
 
 
 def run_job(job: dict[str, Any], connection: Any) -> None:
+    # Its own session: the parent kills the whole process group, subprocesses of user code included.
+    if hasattr(os, "setsid"):
+        os.setsid()
     _redirect_output(job.get("log"))
+    _cap_memory(job.get("memory_gb"))
+    builtins.input = _no_input
     try:
         result = execute(job)
     except BaseException as error:  # never let anything escape the child
-        result = _failure(job, f"internal error: {type(error).__name__}: {error}")
+        result = failure(job, f"internal error: {type(error).__name__}: {error}", CRASHED)
         traceback.print_exc()
     try:
         connection.send(result)
@@ -42,9 +63,10 @@ def execute(job: dict[str, Any]) -> dict[str, Any]:
     try:
         import torch
     except ImportError:
-        return _failure(job, "torch is not installed in this environment (pip install torch)")
+        return failure(job, "torch is not installed in this environment; install it: pip install torch", NEEDS_PACKAGE)
     from ckptlint.confirm import ab, build
 
+    build.memory_cap_gb = job.get("memory_gb")
     torch.set_num_threads(1)  # tiny models: threads only add scheduling noise and time
     if job.get("cwd"):
         os.chdir(job["cwd"])
@@ -54,23 +76,28 @@ def execute(job: dict[str, Any]) -> dict[str, Any]:
     try:
         device = build.resolve_device(job.get("device", "auto"))
     except build.CannotRun as error:
-        return _failure(job, str(error))
+        return failure(job, str(error), error.cause)
     shown = os.path.relpath(job["path"], job.get("cwd") or os.getcwd())
     try:
-        module = build.import_file(job["path"])
+        module = build.import_file(job["path"], job.get("source"))
     except BaseException as error:
         if isinstance(error, KeyboardInterrupt):
             raise
-        return _failure(job, f"importing {shown} failed: {type(error).__name__}: {error}", device)
+        missing = missing_package(error, job["path"])
+        if missing:
+            return failure(job, f"importing {shown} failed: {type(error).__name__}: {error}; install it: pip install {missing}", NEEDS_PACKAGE, device=device)
+        named = build.user_failure(f"importing {shown}", error)
+        return failure(job, named or f"importing {shown} failed: {type(error).__name__}: {error}", CRASHED, device=device)
     example_errors = build.load_examples([p for p in job.get("examples", []) if os.path.abspath(p) != os.path.abspath(job["path"])])
     try:
         plan = build.plan_for(job, module, device, example_errors)
     except build.CannotRun as error:
-        return _failure(job, str(error), device)
+        return failure(job, str(error), error.cause, error.example, device)
     except BaseException as error:
         if isinstance(error, KeyboardInterrupt):
             raise
-        return _failure(job, f"building the target failed: {type(error).__name__}: {error}", device)
+        named = build.user_failure("building the target", error)
+        return failure(job, named or f"building the target failed: {type(error).__name__}: {error}", CRASHED, device=device)
     rtol, atol = ab.TOLERANCES["cuda" if device == "cuda" else "cpu"]
     report = ab.compare_runs(plan.make, steps=job.get("steps", 1), device=device, rtol=rtol, atol=atol)
     verdicts = []
@@ -78,12 +105,52 @@ def execute(job: dict[str, Any]) -> dict[str, Any]:
         verdict, evidence = ab.verdict(finding["code"], report, job["path"], finding["line"], finding.get("end_line"))
         if verdict != COULD_NOT_RUN:
             evidence = evidence + [plan.description]
-        verdicts.append({"verdict": verdict, "evidence": evidence})
+        verdicts.append({"verdict": verdict, "evidence": evidence, "cause": CRASHED if verdict == COULD_NOT_RUN else ""})
     return {"device": device, "verdicts": verdicts, "report": _jsonable(report.to_dict())}
 
 
-def _failure(job: dict[str, Any], reason: str, device: str = "") -> dict[str, Any]:
-    return {"device": device, "verdicts": [{"verdict": COULD_NOT_RUN, "evidence": [reason]} for _ in job.get("findings", [])]}
+def failure(job: dict[str, Any], reason: str, cause: str, example: str = "", device: str = "") -> dict[str, Any]:
+    """The result of a job that could not run, for each of its findings."""
+    verdict = {"verdict": COULD_NOT_RUN, "evidence": [reason], "cause": cause, "example": example}
+    return {"device": device, "verdicts": [dict(verdict, evidence=[reason]) for _ in job.get("findings", [])]}
+
+
+def missing_package(error: BaseException, path: str) -> Optional[str]:
+    """The `pip install` argument for an import of a module that is nowhere: neither installed
+    nor a module of the project (next to the file or in the working directory)."""
+    if not isinstance(error, ModuleNotFoundError) or not error.name:
+        return None
+    top = error.name.split(".")[0]
+    if importlib.util.find_spec(top) is not None:
+        return None  # a submodule that is missing: the package is there
+    for folder in {Path(path).resolve().parent, Path.cwd()}:
+        if (folder / f"{top}.py").exists() or (folder / top).is_dir():
+            return None
+    dotted = next((d for name, d in DISTRIBUTIONS.items() if error.name == name or error.name.startswith(name + ".")), None)
+    return dotted or DISTRIBUTIONS.get(top, top).replace("_", "-")
+
+
+def _no_input(prompt: Any = "") -> str:
+    raise StandardInputRead(str(prompt))
+
+
+def _cap_memory(gb: Optional[float]) -> None:
+    """RLIMIT_AS at `gb` above what the process has mapped now (torch alone maps ~0.7 GB), so an
+    allocation past it fails with an error the runner names instead of a kill by the OOM killer."""
+    if not gb:
+        return
+    import resource
+
+    try:
+        with open("/proc/self/statm") as statm:
+            mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        mapped = 0
+    limit = mapped + int(gb * GB)
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
 def _jsonable(value: Any) -> Any:

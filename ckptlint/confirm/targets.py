@@ -18,6 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Optional, Sequence, Union
 
+from ckptlint.findings import CRASHED, NEEDS_EXAMPLE
+
 _ENTRY_METHODS = ("forward", "__init__", "__call__")
 # Parameters a builder may take that the runner can synthesise.
 SYNTHESISABLE_PARAMETERS = ("config",)
@@ -42,6 +44,8 @@ class Target:
 class Unrunnable:
     reason: str
     label: str = ""
+    cause: str = NEEDS_EXAMPLE
+    example: str = ""  # a factory skeleton
 
 
 @dataclass
@@ -52,9 +56,9 @@ class _FileFacts:
 
 
 @lru_cache(maxsize=256)
-def _facts(path: str, mtime: float) -> Optional[_FileFacts]:
+def _facts(path: str, mtime: float, source: Optional[str] = None) -> Optional[_FileFacts]:
     try:
-        tree = ast.parse(Path(path).read_bytes(), filename=path)
+        tree = ast.parse(Path(path).read_bytes() if source is None else source, filename=path)
     except (OSError, SyntaxError, ValueError):
         return None
     facts = _FileFacts(tree)
@@ -66,7 +70,9 @@ def _facts(path: str, mtime: float) -> Optional[_FileFacts]:
     return facts
 
 
-def _file_facts(path: str) -> Optional[_FileFacts]:
+def _file_facts(path: str, source: Optional[str] = None) -> Optional[_FileFacts]:
+    if source is not None:
+        return _facts(path, 0.0, source)
     try:
         mtime = os.stat(path).st_mtime
     except OSError:
@@ -108,12 +114,13 @@ def _example_target_name(decorator: ast.expr) -> Optional[str]:
     return None
 
 
-def resolve(path: str, line: int, examples: Sequence[str] = ()) -> Union[Target, Unrunnable]:
-    """The target to run for a finding at `path:line`; `examples` are the configured example files."""
+def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional[str] = None) -> Union[Target, Unrunnable]:
+    """The target to run for a finding at `path:line`; `examples` are the configured example files;
+    `source`: the text linted in place of the file (stdin)."""
     path = os.path.abspath(path)
-    facts = _file_facts(path)
+    facts = _file_facts(path, source)
     if facts is None:
-        return Unrunnable(f"cannot parse {path}")
+        return Unrunnable(f"cannot parse {path}", cause=CRASHED)
     registered = example_targets([path, *examples])
     chain = _enclosing(facts.tree, line)
     if not chain:

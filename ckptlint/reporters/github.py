@@ -34,7 +34,8 @@ def render(report: LintReport) -> str:
         text = f"{path}:{f.line}:{f.column}: {f.code} {f.message}"
         confirmation = report.confirmations.get(f)
         if confirmation is not None:  # only with --confirm
-            text += f"\n= {confirmation.verdict}: {'; '.join(confirmation.evidence)}"
+            cause = f" ({confirmation.cause})" if confirmation.cause else ""
+            text += f"\n= {confirmation.verdict}{cause}: {'; '.join(confirmation.evidence)}"
         data = _escape_data(text)
         lines.append(f"::{_COMMAND[f.severity]} {joined}::{data}")
     for e in report.errors:

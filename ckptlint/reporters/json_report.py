@@ -37,4 +37,7 @@ def _finding(f: Finding, confirmation: Optional[Confirmation]) -> dict[str, Any]
 
 
 def confirmation_object(c: Confirmation) -> dict[str, Any]:
-    return {"verdict": c.verdict, "evidence": list(c.evidence), "target": c.target, "device": c.device}
+    return {
+        "verdict": c.verdict, "evidence": list(c.evidence), "target": c.target, "device": c.device,
+        "cause": c.cause or None, "example": c.example or None,
+    }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Optional, Sequence
 
-from ckptlint.findings import Confirmation, Finding, LintReport, Severity
+from ckptlint.findings import CAUSES, COULD_NOT_RUN, VERDICTS, Confirmation, Finding, LintReport, Severity
 from ckptlint.reporters import ReadLines, RenderOptions, RuleMeta
 
 _SEVERITY_SGR = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.INFO: "36"}
@@ -45,10 +45,11 @@ def render(
 def _finding(f: Finding, show_source: bool, read_lines: ReadLines, paint: _Painter, confirmation: Optional[Confirmation] = None) -> list[str]:
     code = paint(f.code, _BOLD, _SEVERITY_SGR[f.severity])
     header = f"{paint(f.path, _BOLD)}:{f.line}:{f.column}: {code} {f.message}"
-    verdict = f"{paint(confirmation.verdict, _BOLD)}: {'; '.join(confirmation.evidence)}" if confirmation else ""
+    verdict = _verdict(confirmation, paint) if confirmation else ""
+    skeleton = confirmation.example.splitlines() if confirmation else []
     if not show_source:
         block = [header, f"    help: {f.help}"] if f.help else [header]
-        return block + ([f"    = {verdict}"] if verdict else [])
+        return block + ([f"    = {verdict}"] if verdict else []) + [f"      {line}".rstrip() for line in skeleton]
 
     width = len(str(f.line))
     gutter = paint(" " * width + " |", _DIM)
@@ -71,7 +72,13 @@ def _finding(f: Finding, show_source: bool, read_lines: ReadLines, paint: _Paint
         block.append(f"{paint(' ' * width + ' =', _DIM)} {paint('help', _BOLD)}: {f.help}")
     if verdict:
         block.append(f"{paint(' ' * width + ' =', _DIM)} {verdict}")
+        block += [f"{' ' * width}     {line}".rstrip() for line in skeleton]
     return block + [""]
+
+
+def _verdict(confirmation: Confirmation, paint: _Painter) -> str:
+    cause = f" ({confirmation.cause})" if confirmation.cause else ""
+    return f"{paint(confirmation.verdict + cause, _BOLD)}: {'; '.join(confirmation.evidence)}"
 
 
 def _statistics(report: LintReport, rules: Sequence[RuleMeta], paint: _Painter) -> list[str]:
@@ -99,4 +106,14 @@ def _summary(report: LintReport) -> list[str]:
         lines = ["All checks passed!"]
     if report.errors:
         lines.append(f"{len(report.errors)} file(s) could not be checked.")
+    if report.confirmations:
+        lines.append(_confirm_summary(report))
     return lines
+
+
+def _confirm_summary(report: LintReport) -> str:
+    verdicts = Counter(c.verdict for c in report.confirmations.values())
+    causes = Counter(c.cause for c in report.confirmations.values() if c.verdict == COULD_NOT_RUN)
+    counted = ", ".join(f"{verdicts[v]} {v}" for v in VERDICTS)
+    split = ", ".join(f"{causes[c]} {c}" for c in CAUSES if causes[c])
+    return f"--confirm: {counted}" + (f" ({split})." if split else ".")

@@ -91,7 +91,7 @@ def test_cuda_requested_without_cuda_cannot_run(project):
         pytest.skip("CUDA is available here")
     project({"net.py": MODEL})
     (entry,) = json.loads(run("net.py", "--confirm", "--device", "cuda", "--format", "json").stdout)["findings"]
-    assert entry["confirmation"] == {"verdict": "could not run", "evidence": ["--device cuda was requested but CUDA is not available"], "target": "net.py::Net", "device": ""}
+    assert entry["confirmation"] == {"verdict": "could not run", "evidence": ["--device cuda was requested but CUDA is not available"], "target": "net.py::Net", "device": "", "cause": "crashed", "example": None}
 
 
 def test_examples_come_from_the_configuration(project, tmp_path):

@@ -95,7 +95,7 @@ def test_every_bad_fixture_is_confirmed(cli_document, monkeypatch):
     for f in findings:
         name = f["path"].rsplit("/", 1)[-1]
         confirmation = f["confirmation"]
-        assert set(confirmation) == {"verdict", "evidence", "target", "device"}
+        assert set(confirmation) == {"verdict", "evidence", "target", "device", "cause", "example"}
         where = f"{name}:{f['line']} {f['code']}: {confirmation}"
         missing = _missing_module(f["path"])
         if name in NO_EXAMPLE:

@@ -249,11 +249,11 @@ def test_user_output_never_reaches_ckptlint_output(project):
     assert "hello" not in result.output and "forward!" not in result.output
 
 
-def test_findings_read_from_stdin_cannot_run():
-    result = CliRunner().invoke(main, ["-", "--stdin-filename", "nowhere/model.py", "--confirm", "--format", "json", "--no-cache", "--torch-version", "2.13"], input=NEEDS_ARGUMENTS)
+def test_findings_read_from_stdin_without_a_file_name_cannot_run():
+    result = CliRunner().invoke(main, ["-", "--confirm", "--format", "json", "--no-cache", "--torch-version", "2.13"], input=NEEDS_ARGUMENTS)
     findings = json.loads(result.stdout)["findings"]
     assert findings and all(f["confirmation"]["verdict"] == "could not run" for f in findings)
-    assert all("stdin" in f["confirmation"]["evidence"][0] for f in findings)
+    assert all("--stdin-filename" in f["confirmation"]["evidence"][0] for f in findings)
 
 
 def test_lightning_validation_step_runs_without_grad_like_lightning(verdicts):
