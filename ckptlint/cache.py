@@ -6,29 +6,92 @@ from it would execute whatever a checked-in cache file says.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import shutil
+import os
 import sqlite3
+import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 DEFAULT_DIRNAME = ".ckptlint_cache"
 
 
+TAG_NAME = "CACHEDIR.TAG"
+TAG_SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55"  # the Cache Directory Tagging spec
+_DATABASE = "results.sqlite3"
+_TAG = f"{TAG_SIGNATURE}\n# This file is a cache directory tag created by ckptlint ({_DATABASE}).\n# For information about cache directory tags, see https://bford.info/cachedir/\n"
+_GITIGNORE_NAME = ".gitignore"
+_GITIGNORE = "# created by ckptlint\n*\n"
+# With the tag and the .gitignore, every file ckptlint writes in its cache folder: `clean`
+# removes these and nothing else.
+_DATABASE_FILES = (_DATABASE, f"{_DATABASE}-journal", f"{_DATABASE}-wal", f"{_DATABASE}-shm")
+
+
+class CacheError(Exception):
+    """A cache folder ckptlint must not touch, or could not clean; the message is user-facing."""
+
+
+def is_tagged(directory: str) -> bool:
+    """Whether `directory` holds a cache directory tag (any tool's): never linted."""
+    try:
+        with open(os.path.join(directory, TAG_NAME), "rb") as handle:
+            return handle.read(len(TAG_SIGNATURE)) == TAG_SIGNATURE.encode()
+    except OSError:
+        return False
+
+
+def _is_ours(directory: Path) -> bool:
+    """Tagged, and by ckptlint: the tag names it, or (caches from before the tag did) the
+    .gitignore is the one ckptlint writes."""
+    try:
+        tag = (directory / TAG_NAME).read_text(encoding="utf-8", errors="replace")
+        if not tag.startswith(TAG_SIGNATURE):
+            return False
+        return "created by ckptlint" in tag or (directory / _GITIGNORE_NAME).read_text(encoding="utf-8", errors="replace") == _GITIGNORE
+    except OSError:
+        return False
+
+
+def _create(directory: Path) -> None:
+    """The folder appears with its tag already inside (renamed into place), so a concurrent run
+    never sees it untagged; a run that loses the race uses the winner's."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent)
+    try:
+        Path(staging, _GITIGNORE_NAME).write_text(_GITIGNORE)
+        Path(staging, TAG_NAME).write_text(_TAG)
+        with contextlib.suppress(OSError):
+            os.rename(staging, directory)  # fails if the folder exists meanwhile (not empty)
+    finally:
+        for name in (_GITIGNORE_NAME, TAG_NAME):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(staging, name))
+        with contextlib.suppress(OSError):
+            os.rmdir(staging)
+    if not _is_ours(directory):
+        raise CacheError(f"cannot create the cache directory {directory}")
+
+
 class ResultCache:
     def __init__(self, directory: Path) -> None:
-        self.directory = directory
+        """Raises CacheError if `directory` exists and ckptlint did not create it."""
+        self.directory = Path(os.path.abspath(directory))
+        if self.directory.exists() and not _is_ours(self.directory):
+            raise CacheError(
+                f"cache directory {directory} already exists and was not created by ckptlint: refusing to write "
+                "into it (name a folder that does not exist yet, or pass --no-cache)"
+            )
         self._db: Optional[sqlite3.Connection] = None
 
     def _connect(self) -> Optional[sqlite3.Connection]:
         if self._db is None:
             try:
-                self.directory.mkdir(parents=True, exist_ok=True)
-                (self.directory / ".gitignore").write_text("# created by ckptlint\n*\n")
-                (self.directory / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
-                self._db = sqlite3.connect(self.directory / "results.sqlite3", timeout=10)
+                if not self.directory.exists():
+                    _create(self.directory)
+                self._db = sqlite3.connect(self.directory / _DATABASE, timeout=10)
                 self._db.execute("CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            except (OSError, sqlite3.Error):
+            except (OSError, CacheError, sqlite3.Error):
                 # A read-only tree or a broken cache must never fail the lint: run uncached.
                 self._db = None
         return self._db
@@ -69,8 +132,29 @@ class ResultCache:
             self._db = None
 
 
-def clean(directory: Path) -> bool:
-    if directory.is_dir():
-        shutil.rmtree(directory)
-        return True
-    return False
+def clean(directory: Path) -> str:
+    """Remove ckptlint's files from its cache folder, and the folder if nothing else is in it.
+    Returns what was done; raises CacheError for a folder ckptlint did not create."""
+    if not os.path.lexists(directory):
+        return f"no cache at {directory}"
+    if not _is_ours(Path(directory)):
+        raise CacheError(f"{directory} is not a ckptlint cache (no {TAG_NAME} written by ckptlint): not removing it")
+    try:
+        _remove(directory, _DATABASE_FILES)
+        foreign = sorted(set(os.listdir(directory)) - {TAG_NAME, _GITIGNORE_NAME})
+        if not foreign:
+            _remove(directory, (_GITIGNORE_NAME, TAG_NAME))
+            os.rmdir(directory)
+    except OSError as error:
+        raise CacheError(f"cannot remove {error.filename or directory}: {error.strerror or error}") from None
+    if foreign:
+        # The folder keeps its tag: it stays a ckptlint cache, never linted, and usable again.
+        noun = "file" if len(foreign) == 1 else "files"
+        return f"removed the cache in {directory}; kept {len(foreign)} {noun} ckptlint did not create"
+    return f"removed {directory}"
+
+
+def _remove(directory: Path, names: Iterable[str]) -> None:
+    for name in names:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(directory, name))

@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 import click
 
 from ckptlint import __version__
-from ckptlint.cache import DEFAULT_DIRNAME, ResultCache, clean
+from ckptlint.cache import DEFAULT_DIRNAME, CacheError, ResultCache, clean
 from ckptlint.config import ConfigError, Settings, find_config, load_settings
 from ckptlint.docs import rule_document
 from ckptlint.findings import LintReport
@@ -58,9 +58,10 @@ def _project_root(settings: Settings, paths: Sequence[str]) -> Optional[Path]:
 
 
 def _cache_dir(settings: Settings, root: Optional[Path], override: Optional[str]) -> Path:
+    """--cache-dir and CKPTLINT_CACHE_DIR are relative to the working directory, the configured
+    one to its config file (already resolved), the default to the project root."""
     chosen = override or os.environ.get("CKPTLINT_CACHE_DIR") or settings.cache_dir
-    base = root or Path.cwd()
-    return base / chosen if chosen else base / DEFAULT_DIRNAME
+    return Path(os.path.abspath(chosen)) if chosen else (root or Path.cwd()) / DEFAULT_DIRNAME
 
 
 @click.group(cls=_DefaultToCheck, context_settings={"help_option_names": ["-h", "--help"]})
@@ -152,7 +153,10 @@ def check(
     stdin = None
     if "-" in paths:
         stdin = (stdin_filename or "-", sys.stdin.read())
-    cache = None if no_cache else ResultCache(_cache_dir(settings, root, cache_dir))
+    try:
+        cache = None if no_cache else ResultCache(_cache_dir(settings, root, cache_dir))
+    except CacheError as error:
+        raise _fail(str(error))
     try:
         report = lint(paths, settings, versions, jobs=jobs, cache=cache, stdin=stdin)
     finally:
@@ -228,4 +232,7 @@ def clean_command(config: Optional[str], cache_dir: Optional[str]) -> None:
     except ConfigError as error:
         raise _fail(str(error))
     directory = _cache_dir(settings, _project_root(settings, ["."]), cache_dir)
-    click.echo(f"removed {directory}" if clean(directory) else f"no cache at {directory}")
+    try:
+        click.echo(clean(directory))
+    except CacheError as error:
+        raise _fail(str(error))

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Tuple
 
+from ckptlint.cache import TAG_NAME, is_tagged
+
 if TYPE_CHECKING:
     from ckptlint.config import Settings
 
@@ -219,6 +221,8 @@ class _Walker:
                     entries = list(it)
             except OSError:
                 continue  # unreadable: nothing we could lint there
+            if any(e.name == TAG_NAME for e in entries) and is_tagged(directory):
+                continue  # a cache (ckptlint's or another tool's) is never linted
             if self._settings.respect_gitignore and any(e.name == ".gitignore" for e in entries):
                 rules = rules + self._load(os.path.join(directory, ".gitignore"), directory)
             for entry in entries:
