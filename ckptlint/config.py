@@ -286,6 +286,21 @@ def _check_code(code: str, key: _Key) -> None:
             f"invalid rule code {code!r} in {key}: expected 'ALL' or a code or prefix "
             "starting with 'CKPT' (e.g. 'CKPT001', 'CKPT')"
         )
+    known = _known_codes()
+    if code != "ALL" and not any(known_code.startswith(code) for known_code in known):
+        # A mistyped code would otherwise select nothing, or ignore nothing, without a word.
+        hint = difflib.get_close_matches(code, known, n=1)
+        raise ConfigError(
+            f"rule code {code!r} in {key} matches no rule: no rule code starts with {code!r} "
+            f"(known: {', '.join(known)})" + (f"; did you mean {hint[0]!r}?" if hint else "")
+        )
+
+
+@lru_cache(maxsize=1)
+def _known_codes() -> tuple[str, ...]:
+    from ckptlint.rules import all_rules  # the rules import the model, which reads settings
+
+    return tuple(rule.code for rule in all_rules())
 
 
 def _version(value: Any, key: _Key) -> str:

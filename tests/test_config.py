@@ -119,7 +119,7 @@ def test_load_every_key(tmp_path: Path) -> None:
         tmp_path,
         """
 select = ["CKPT00"]
-extend-select = ["CKPT010"]
+extend-select = ["CKPT008"]
 ignore = ["CKPT003"]
 exclude = ["gen"]
 extend-exclude = ["fixtures"]
@@ -137,7 +137,7 @@ CKPT001 = "error"
 """,
     )
     assert settings.select == ("CKPT00",)
-    assert settings.extend_select == ("CKPT010",)
+    assert settings.extend_select == ("CKPT008",)
     assert settings.ignore == ("CKPT003",)
     assert settings.exclude == ("gen",)
     assert settings.extend_exclude == ("fixtures",)
