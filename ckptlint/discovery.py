@@ -247,12 +247,12 @@ class _Walker:
         return False
 
     def _exclude_base(self, root: str) -> str:
-        """Path-like excludes are relative to the project root when walking inside it."""
+        """Path-like excludes are relative to the project root when walking inside it, else to the
+        working directory (where pre-commit runs the hook), else to `root` itself."""
         project = self._settings.project_root
-        if project is not None:
-            project_dir = os.path.abspath(project)
-            if os.path.commonpath([root, project_dir]) == project_dir:
-                return project_dir
+        for base in (os.path.abspath(project) if project is not None else None, os.getcwd()):
+            if base is not None and os.path.commonpath([root, base]) == base:
+                return base
         return root
 
     def _inherited_rules(self, root: str) -> tuple[_Rules, ...]:

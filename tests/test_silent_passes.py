@@ -50,3 +50,12 @@ def test_real_codes_and_prefixes_are_accepted(project, code):
     project({"bad.py": BAD})
     assert run("bad.py", "--select", code).exit_code == 1
 
+
+def test_force_exclude_applies_the_default_excludes_without_a_config(project):
+    """What the pre-commit hook passes: every staged file by name, `--force-exclude`, no config."""
+    names = ["build/gen.py", ".venv/lib/site.py", "dist/pkg.py", "node_modules/x/tool.py", "pkg.egg-info/m.py", "src/model.py"]
+    project({name: BAD for name in names})
+    result = run("--force-exclude", "--format", "json", *names)
+    assert [f["path"] for f in json.loads(result.stdout)["findings"]] == ["src/model.py"]
+    # Without --force-exclude, a file named on the command line is linted (ruff semantics).
+    assert len(json.loads(run("--format", "json", *names).stdout)["findings"]) == len(names)
