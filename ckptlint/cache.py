@@ -7,12 +7,16 @@ from it would execute whatever a checked-in cache file says.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import sqlite3
+import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
+
+from ckptlint import __version__
 
 DEFAULT_DIRNAME = ".ckptlint_cache"
 
@@ -20,6 +24,7 @@ DEFAULT_DIRNAME = ".ckptlint_cache"
 TAG_NAME = "CACHEDIR.TAG"
 TAG_SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55"  # the Cache Directory Tagging spec
 _DATABASE = "results.sqlite3"
+_SCHEMA = 2  # PRAGMA user_version: a database of another layout is emptied, not misread
 _TAG = f"{TAG_SIGNATURE}\n# This file is a cache directory tag created by ckptlint ({_DATABASE}).\n# For information about cache directory tags, see https://bford.info/cachedir/\n"
 _GITIGNORE_NAME = ".gitignore"
 _GITIGNORE = "# created by ckptlint\n*\n"
@@ -73,8 +78,28 @@ def _create(directory: Path) -> None:
         raise CacheError(f"cannot create the cache directory {directory}")
 
 
+def _checksum(key: str, value: str) -> str:
+    """Binds a row's value to its key (which names the content digest it describes) and to this
+    ckptlint: an edited, truncated or foreign row fails it. Not a defence against someone who can
+    write the project anyway; against corruption, stale layouts and hand edits."""
+    digest = hashlib.blake2b(key.encode(), digest_size=16, key=f"ckptlint {__version__}".encode()[:64])
+    digest.update(b"\0")
+    digest.update(value.encode())
+    return digest.hexdigest()
+
+
+def _is_corruption(error: sqlite3.Error) -> bool:
+    """SQLITE_CORRUPT or SQLITE_NOTADB, not a lock or a read-only file."""
+    code = getattr(error, "sqlite_errorcode", None)  # Python >= 3.11
+    if code is None:
+        return type(error) is sqlite3.DatabaseError
+    return code & 0xFF in (11, 26)
+
+
 class ResultCache:
-    def __init__(self, directory: Path) -> None:
+    """Rows are JSON text with a checksum; a row that fails it, or the caller's schema check, is a miss."""
+
+    def __init__(self, directory: Path, notify: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> None:
         """Raises CacheError if `directory` exists and ckptlint did not create it."""
         self.directory = Path(os.path.abspath(directory))
         if self.directory.exists() and not _is_ours(self.directory):
@@ -82,21 +107,62 @@ class ResultCache:
                 f"cache directory {directory} already exists and was not created by ckptlint: refusing to write "
                 "into it (name a folder that does not exist yet, or pass --no-cache)"
             )
+        self._notify = notify
         self._db: Optional[sqlite3.Connection] = None
+        self._unusable = False
 
     def _connect(self) -> Optional[sqlite3.Connection]:
-        if self._db is None:
+        if self._db is None and not self._unusable:
             try:
                 if not self.directory.exists():
                     _create(self.directory)
-                self._db = sqlite3.connect(self.directory / _DATABASE, timeout=10)
-                self._db.execute("CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            except (OSError, CacheError, sqlite3.Error):
-                # A read-only tree or a broken cache must never fail the lint: run uncached.
-                self._db = None
+                self._db = self._open()
+            except sqlite3.Error as error:
+                if _is_corruption(error):
+                    self._recreate(error)
+                else:
+                    self._unusable = True
+            except (OSError, CacheError):
+                # A read-only tree must never fail the lint: run uncached.
+                self._unusable = True
         return self._db
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.directory / _DATABASE, timeout=10, isolation_level=None)
+        try:
+            if db.execute("PRAGMA user_version").fetchone()[0] != _SCHEMA:
+                with _transaction(db):  # another run may be doing the same
+                    if db.execute("PRAGMA user_version").fetchone()[0] != _SCHEMA:
+                        db.execute("DROP TABLE IF EXISTS results")
+                        db.execute("CREATE TABLE results (key TEXT PRIMARY KEY, value TEXT NOT NULL, checksum TEXT NOT NULL)")
+                        db.execute(f"PRAGMA user_version = {_SCHEMA}")
+        except sqlite3.Error:
+            db.close()
+            raise
+        return db
+
+    def _recreate(self, error: sqlite3.Error) -> None:
+        self.close()
+        path = self.directory / _DATABASE
+        try:
+            _remove(self.directory, _DATABASE_FILES)
+            self._db = self._open()
+        except (OSError, sqlite3.Error):
+            self._unusable = True
+            self._notify(f"ckptlint: warning: the result cache {path} is corrupt ({error}) and could not be recreated; running uncached")
+            return
+        self._notify(f"ckptlint: warning: the result cache {path} was corrupt ({error}); recreated it")
+
+    def _failed(self, error: sqlite3.Error) -> None:
+        """A cache error never fails the lint; a corrupt database is replaced once."""
+        if _is_corruption(error) and self._db is not None:
+            self._recreate(error)
+        else:
+            self.close()
+            self._unusable = True
+
+    def get_many(self, keys: Iterable[str], valid: Callable[[Any], bool] = lambda value: True) -> dict[str, Any]:
+        """The intact rows of `keys` whose decoded value passes `valid`."""
         db = self._connect()
         keys = list(keys)
         found: dict[str, Any] = {}
@@ -106,9 +172,17 @@ class ResultCache:
             for start in range(0, len(keys), 500):
                 chunk = keys[start : start + 500]
                 marks = ",".join("?" * len(chunk))
-                for key, value in db.execute(f"SELECT key, value FROM results WHERE key IN ({marks})", chunk):
-                    found[key] = json.loads(value)
-        except (sqlite3.Error, ValueError):
+                for key, value, checksum in db.execute(f"SELECT key, value, checksum FROM results WHERE key IN ({marks})", chunk):
+                    if not (isinstance(value, str) and checksum == _checksum(key, value)):
+                        continue
+                    try:
+                        data = json.loads(value)
+                    except ValueError:
+                        continue
+                    if valid(data):
+                        found[key] = data
+        except sqlite3.Error as error:
+            self._failed(error)
             return {}
         return found
 
@@ -121,15 +195,26 @@ class ResultCache:
         if db is None or not items:
             return
         try:
-            with db:
-                db.executemany("INSERT OR REPLACE INTO results VALUES (?, ?)", list(items.items()))
-        except sqlite3.Error:
-            pass
+            with _transaction(db):
+                db.executemany("INSERT OR REPLACE INTO results VALUES (?, ?, ?)", [(key, value, _checksum(key, value)) for key, value in items.items()])
+        except sqlite3.Error as error:
+            self._failed(error)
 
     def close(self) -> None:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+
+@contextlib.contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 def clean(directory: Path) -> str:

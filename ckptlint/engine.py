@@ -95,7 +95,7 @@ def _lint(
     keys = {path: f"{key_prefix}:{path}:{digests[path]}" for path in summaries.declared}
     # Every file has a cached verdict, "cannot matter" included: with nothing changed, no summary is
     # decoded, no index is built and nothing is parsed.
-    cached = cache.get_many(keys.values()) if cache else {}
+    cached = cache.get_many(keys.values(), _valid_results) if cache else {}
     results = {}
     for path, key in keys.items():
         valid = next((result for result in cached.get(key, ()) if _still_valid(result, digests)), None)
@@ -122,6 +122,37 @@ def _lint(
     report.findings = sorted(findings.values(), key=lambda f: (f.path, f.line, f.column, f.code))
     report.errors.sort()
     return report
+
+
+_FINDING_TYPES = {"path": str, "line": int, "column": int, "end_line": int, "end_column": int, "code": str, "message": str, "help": str, "severity": str}
+_SEVERITIES = frozenset(s.value for s in Severity)
+
+
+def _valid_results(value: Any) -> bool:
+    """A cached row of results, as `_analyze` makes them; anything else is a miss."""
+    return isinstance(value, list) and 0 < len(value) <= _RESULT_VARIANTS and all(map(_valid_result, value))
+
+
+def _valid_result(result: Any) -> bool:
+    return (
+        isinstance(result, dict)
+        and result.keys() == _CANNOT_MATTER.keys()
+        and type(result["unresolved"]) is int
+        and (result["error"] is None or isinstance(result["error"], str))
+        and isinstance(result["depends"], dict)
+        and all(isinstance(p, str) and isinstance(d, str) for p, d in result["depends"].items())
+        and isinstance(result["findings"], list)
+        and all(map(_valid_finding, result["findings"]))
+    )
+
+
+def _valid_finding(finding: Any) -> bool:
+    return (
+        isinstance(finding, dict)
+        and finding.keys() == _FINDING_TYPES.keys()
+        and all(type(finding[name]) is kind for name, kind in _FINDING_TYPES.items())
+        and finding["severity"] in _SEVERITIES
+    )
 
 
 def _read(paths: Sequence[str], settings: Settings, stdin: Optional[tuple[str, str]], report: LintReport) -> list[_Unit]:
@@ -176,7 +207,7 @@ class _Summaries:
         self.loaded: dict[str, ModuleSummary] = {}
         # path -> (module, declarations digest) of every file with a summary, in discovery order.
         self.declared: dict[str, tuple[str, str]] = {}
-        known = cache.get_many(_digest_key(key) for key in self.keys.values()) if cache else {}
+        known = cache.get_many((_digest_key(key) for key in self.keys.values()), lambda digest: isinstance(digest, str)) if cache else {}
         todo = [u for u in units if _digest_key(self.keys[u.source.path]) not in known]
         fresh = dict(_map(_summarize, todo, _workers(jobs, todo), None))
         stored: dict[str, str] = {}
@@ -204,13 +235,20 @@ class _Summaries:
     def all(self) -> dict[str, ModuleSummary]:
         """Every file's summary by path, the cached ones decoded now."""
         wanted = [path for path in self.declared if path not in self.loaded]
-        stored = self.cache.get_many(self.keys[path] for path in wanted) if self.cache and wanted else {}
+        stored = self.cache.get_many((self.keys[path] for path in wanted), lambda data: isinstance(data, dict)) if self.cache and wanted else {}
         for path in wanted:
-            data = stored.get(self.keys[path])
-            if data is None:  # only its digest survived in the cache
-                data = json.loads(_summarize(_unit(read_source(path)))[1])
-            self.loaded[path] = ModuleSummary.from_json(data)
+            summary = _decoded(stored.get(self.keys[path]))
+            if summary is None:  # only its digest survived in the cache, or a malformed row
+                summary = ModuleSummary.from_json(json.loads(_summarize(_unit(read_source(path)))[1]))
+            self.loaded[path] = summary
         return {path: self.loaded[path] for path in self.declared}
+
+
+def _decoded(data: Optional[dict]) -> Optional[ModuleSummary]:
+    try:
+        return None if data is None else ModuleSummary.from_json(data)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
 
 
 def _digest_key(summary_key: str) -> str:
