@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional, Sequence
@@ -100,6 +101,11 @@ def main() -> None:
 @click.option("--confirm-timeout", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True, metavar="SECONDS", help="With --confirm: time limit per target.")
 @click.option("--confirm-memory", type=click.FloatRange(min=0, min_open=True), metavar="GB", help="With --confirm: memory a target may allocate (address space beyond what it starts with); past it the target fails with \"exceeded\" instead of being killed.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="With --confirm: where to run (auto: CUDA when available).")
+@click.option("--fix/--no-fix", "fix", default=None, help="Apply safe fixes, then report what remains.")
+@click.option("--unsafe-fixes/--no-unsafe-fixes", "unsafe_fixes", default=None, help="Also apply (and show as fixable) fixes that change behaviour.")
+@click.option("--show-fixes/--no-show-fixes", "show_fixes", default=None, help="List the fixes applied.")
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff and write nothing (exit 1 when there would be changes). Implies --fix-only.")
+@click.option("--fix-only/--no-fix-only", "fix_only", default=False, help="Apply fixes without reporting what remains (exit 0 unless a file could not be checked).")
 def check(
     paths: tuple[str, ...],
     select: tuple[str, ...],
@@ -126,6 +132,11 @@ def check(
     confirm_timeout: float,
     confirm_memory: Optional[float],
     device: str,
+    fix: Optional[bool],
+    unsafe_fixes: Optional[bool],
+    show_fixes: Optional[bool],
+    diff: bool,
+    fix_only: bool,
 ) -> None:
     """Lint PATHS (files, directories, or - for stdin; default: the current directory)."""
     from ckptlint.engine import lint
@@ -157,28 +168,80 @@ def check(
         cache = None if no_cache else ResultCache(_cache_dir(settings, root, cache_dir))
     except CacheError as error:
         raise _fail(str(error))
+    unsafe = settings.unsafe_fixes if unsafe_fixes is None else unsafe_fixes
+    fixing = diff or fix_only or (settings.fix if fix is None else fix)
+
+    def run(stdin_text: Optional[str]) -> LintReport:
+        return lint(paths, settings, versions, jobs=jobs, cache=cache, stdin=(stdin[0], stdin_text) if stdin else None)
+
     try:
-        report = lint(paths, settings, versions, jobs=jobs, cache=cache, stdin=stdin)
+        if not fixing:
+            report = run(stdin[1] if stdin else None)
+        else:
+            from ckptlint.autofix import fix_until_stable
+
+            outcome = fix_until_stable(run, unsafe, stdin)
+            report = outcome.report
     finally:
         if cache:
             cache.close()
+    options = RenderOptions(
+        show_source=show_source, statistics=statistics, quiet=quiet, unsafe_fixes=unsafe,
+        show_fixes=settings.show_fixes if show_fixes is None else show_fixes,
+    )  # fmt: skip
+    if fixing:
+        _finish_fixes(outcome, options, diff=diff, fix_only=fix_only, stdin=stdin)
+        if diff or fix_only:
+            raise click.exceptions.Exit(EXIT_ERROR if report.errors else EXIT_FINDINGS if diff and report.fixed else EXIT_CLEAN)
+        if stdin is not None:  # what remains is reported on the fixed text
+            stdin = (stdin[0], outcome.stdin or "")
     if confirm_findings and report.findings:
         from ckptlint.confirm import confirm
 
         sources = {stdin[0]: stdin[1]} if stdin is not None and stdin[0] != "-" else None
         confirm(report, settings=settings, timeout=confirm_timeout, device=device, jobs=jobs, memory_gb=confirm_memory, sources=sources)
 
-    use_color = color == "always" or (color == "auto" and output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ)
-    options = RenderOptions(show_source=show_source, color=use_color, statistics=statistics, quiet=quiet)
+    # With stdin fixed, stdout carries the fixed code (ruff's convention): the report goes to stderr.
+    to_stderr = fixing and stdin is not None
+    stream = sys.stderr if to_stderr else sys.stdout
+    use_color = color == "always" or (color == "auto" and output_file is None and stream.isatty() and "NO_COLOR" not in os.environ)
+    options = replace(options, color=use_color)
     output = render(fmt, report, all_rules(), options, _line_reader(stdin), rule_document)
     if output_file:
         Path(output_file).write_text(output, encoding="utf-8")
     else:
-        click.echo(output, nl=False)
+        click.echo(output, nl=False, err=to_stderr)
     if fmt != "text":
         for error in report.errors:
             click.echo(f"{error.path}: error: {error.message}", err=True)
     raise click.exceptions.Exit(_exit_code(report, exit_zero))
+
+
+def _finish_fixes(outcome, options: RenderOptions, *, diff: bool, fix_only: bool, stdin: Optional[tuple[str, str]]) -> None:
+    """Write the fixed files (or print their diff), and for --diff/--fix-only the one-line summary."""
+    from ckptlint.autofix import unified_diff, write
+    from ckptlint.findings import FileError
+
+    report = outcome.report
+    if diff:
+        for path in sorted(outcome.after):
+            click.echo(unified_diff(path, outcome.before[path], outcome.after[path]), nl=False)
+        if stdin is not None and outcome.stdin != stdin[1]:
+            click.echo(unified_diff(stdin[0], stdin[1].encode(), (outcome.stdin or "").encode()), nl=False)
+    else:
+        report.errors.extend(FileError(path, "changed on disk while ckptlint fixed it: left as it is") for path in write(outcome))
+        if stdin is not None:
+            click.echo(outcome.stdin, nl=False)
+    if not (diff or fix_only):
+        return
+    for error in report.errors:
+        click.echo(f"{error.path}: error: {error.message}", err=True)
+    if options.show_fixes and report.fixed:
+        from ckptlint.reporters.text import fixed_summary
+
+        click.echo("\n".join(fixed_summary(report.fixed, all_rules())), err=True)
+    verb = "Would fix" if diff else "Fixed"
+    click.echo(f"{verb} {len(report.fixed)} finding(s)." if report.fixed else "No fixes available.", err=True)
 
 
 def _codes_or_patterns(values: Sequence[str]) -> tuple[str, ...]:

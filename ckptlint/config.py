@@ -47,7 +47,7 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
 # file's findings.
 _FILE_SELECTION_FIELDS = (
     "exclude", "extend_exclude", "respect_gitignore", "force_exclude", "cache_dir", "config_path",
-    "confirm_examples",
+    "confirm_examples", "fix", "unsafe_fixes", "show_fixes",
 )  # fmt: skip
 
 
@@ -69,6 +69,10 @@ class Settings:
     cache_dir: str | None = None
     # [tool.ckptlint.confirm] examples: files with @ckptlint.example factories (absolute paths).
     confirm_examples: tuple[str, ...] = ()
+    # ruff's: apply fixes by default, include behaviour-changing ones, list what was fixed.
+    fix: bool = False
+    unsafe_fixes: bool = False
+    show_fixes: bool = False
     project_root: Path | None = None  # directory holding the config file found
     config_path: Path | None = None
 
@@ -372,6 +376,9 @@ _KEYS: dict[str, Callable[[Any, _Key], Any]] = {
     "checkpoint-functions": _checkpoint_functions,
     "cache-dir": _string,
     "confirm": _confirm,
+    "fix": _bool,
+    "unsafe-fixes": _bool,
+    "show-fixes": _bool,
 }
 
 # Settings fields the command line passes as plain values (tables come only from files).

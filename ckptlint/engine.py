@@ -12,7 +12,7 @@ from collections import OrderedDict
 from contextlib import contextmanager
 import os
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
@@ -20,7 +20,7 @@ from ckptlint import __version__
 from ckptlint.cache import ResultCache
 from ckptlint.config import Settings
 from ckptlint.discovery import discover
-from ckptlint.findings import FileError, Finding, LintReport, Severity
+from ckptlint.findings import FileError, Finding, LintReport
 from ckptlint.index import ModuleSummary, ProjectIndex, project_fingerprint, summarize
 from ckptlint.names import module_name_for
 from ckptlint.relevance import SourceSlice, can_matter, definitions_source, relevant_source, whole_source
@@ -115,7 +115,7 @@ def _lint(
             report.errors.append(FileError(path, result["error"]))
             continue
         for data in sorted(result["findings"], key=lambda f: f["message"]):
-            finding = Finding(**{**data, "severity": Severity(data["severity"])})
+            finding = Finding.from_dict(data)
             # A callee checkpointed from several sites is one problem at one place: report it once.
             findings.setdefault((finding.path, finding.line, finding.column, finding.code), finding)
         report.unresolved_sites += result["unresolved"]
@@ -466,8 +466,13 @@ def _findings(model: FileModel, source: Source, group: list, settings: Settings,
     group = [(rule, d) for rule, d in group if settings.is_enabled(rule.code, model.path)]
     if not group or Suppressions.disables_file(source.text):
         return []
-    positions = _positions(model.tree, sliced, [d.node for _, d in group])
+    from ckptlint.fixes import anchors, lines_of, newline_of, plan_nodes, to_fix
+
+    plans = [plan for _, d in group for plan in d.fixes]
+    anchored = anchors(model.tree, plans) if plans else {}
+    positions = _positions(model.tree, sliced, [d.node for _, d in group] + plan_nodes(plans) + list(anchored.values()))
     suppressions = Suppressions(source.text.splitlines())
+    lines, newline = lines_of(source.text), newline_of(source.text)
     found = []
     for rule, diagnostic in group:
         line, column, end_line, end_column = positions[id(diagnostic.node)]
@@ -483,8 +488,9 @@ def _findings(model: FileModel, source: Source, group: list, settings: Settings,
             message=diagnostic.message,
             help=diagnostic.help,
             severity=settings.severity_for(rule.code, diagnostic.severity or rule.severity),
+            fixes=tuple(fix for fix in (to_fix(plan, positions, anchored, lines, newline) for plan in diagnostic.fixes) if fix),
         )
-        found.append({**asdict(finding), "severity": finding.severity.value})
+        found.append(finding.to_dict())
     return found
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
 
 
 class Severity(str, enum.Enum):
@@ -12,9 +13,36 @@ class Severity(str, enum.Enum):
     INFO = "info"
 
 
+SAFE, UNSAFE = "safe", "unsafe"
+
+
+@dataclass(frozen=True, order=True)
+class Edit:
+    """Replace the text from (line, column) up to (end_line, end_column), exclusive, with `content`.
+    Positions as in findings: 1-based, in the notebook cell `cell` when there is one."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    content: str
+    cell: Optional[int] = None
+
+
+@dataclass(frozen=True, order=True)
+class Fix:
+    """A change that removes a finding. `safe` keeps the code's behaviour (or restores what it
+    meant); `unsafe` changes behaviour and is applied only with --unsafe-fixes."""
+
+    applicability: str  # SAFE or UNSAFE
+    message: str
+    edits: tuple[Edit, ...]
+
+
 @dataclass(frozen=True, order=True)
 class Finding:
-    """One diagnostic. Lines and columns are 1-based; end_column is exclusive."""
+    """One diagnostic. Lines and columns are 1-based; end_column is exclusive. In a notebook they
+    count from the start of code cell `cell` (1-based, as ruff numbers them)."""
 
     path: str
     line: int
@@ -25,6 +53,28 @@ class Finding:
     message: str
     help: str
     severity: Severity
+    # Alternatives, safe ones first (CKPT006: spell today's mode, or switch to the recommended one).
+    fixes: tuple[Fix, ...] = ()
+    cell: Optional[int] = None
+
+    def fix_for(self, unsafe: bool) -> Optional[Fix]:
+        """The fix --fix applies: the safe one, or with --unsafe-fixes the last (recommended) one."""
+        allowed = [f for f in self.fixes if unsafe or f.applicability == SAFE]
+        return allowed[-1] if allowed else None
+
+    def shown_fix(self, unsafe: bool) -> Optional[Fix]:
+        """The fix reports show: the one that would apply, else the unsafe one that could."""
+        return self.fix_for(unsafe) or (self.fixes[-1] if self.fixes else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "severity": self.severity.value}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Finding":
+        fixes = tuple(
+            Fix(f["applicability"], f["message"], tuple(Edit(**e) for e in f["edits"])) for f in data.get("fixes", ())
+        )
+        return cls(**{**data, "severity": Severity(data["severity"]), "fixes": fixes})
 
 
 @dataclass(frozen=True, order=True)
@@ -63,3 +113,5 @@ class LintReport:
     unresolved_sites: int = 0
     # Filled by `--confirm` only: the runtime verdict of each finding.
     confirmations: dict[Finding, Confirmation] = field(default_factory=dict)
+    # Filled by `--fix` (or `--diff`: would be): the findings whose fix was applied, as first found.
+    fixed: list[Finding] = field(default_factory=list)

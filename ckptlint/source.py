@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import tokenize
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 
 class SourceError(Exception):
@@ -41,10 +44,35 @@ def decode(path: str, data: bytes) -> Source:
     return Source(path, text, digest_of(data))
 
 
+# Contents that replace files on disk for the length of an `overlay()` (by absolute path).
+_OVERLAY: dict[str, bytes] = {}
+
+
+@contextmanager
+def overlay(contents: dict[str, bytes]) -> Iterator[None]:
+    """Read these contents instead of the files: `--fix` and `--diff` lint fixed code before (or
+    without) writing it. Forked workers inherit it."""
+    saved = dict(_OVERLAY)
+    _OVERLAY.update((os.path.abspath(path), data) for path, data in contents.items())
+    try:
+        yield
+    finally:
+        _OVERLAY.clear()
+        _OVERLAY.update(saved)
+
+
+def read_bytes(path: str) -> bytes:
+    """The file's bytes, or what an overlay holds for it."""
+    data = _OVERLAY.get(os.path.abspath(path)) if _OVERLAY else None
+    if data is not None:
+        return data
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
 def read_source(path: str) -> Source:
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = read_bytes(path)
     except OSError as error:
         raise SourceError(f"cannot read file: {error.strerror or error}") from None
     return decode(path, data)

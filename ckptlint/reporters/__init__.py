@@ -32,6 +32,10 @@ class RenderOptions:
     statistics: bool = False
     # Text only: findings without the summary line.
     quiet: bool = False
+    # Whether unsafe fixes are applied (--unsafe-fixes): which fix each finding shows.
+    unsafe_fixes: bool = False
+    # Text only: list the fixes applied (--show-fixes).
+    show_fixes: bool = False
 
 
 # Runtime aliases, so spelled with Optional for Python 3.9.
@@ -61,7 +65,7 @@ def render(
     if fmt == "text":
         return text.render(report, rules, options, read_lines)
     if fmt == "json":
-        return json_report.render(report)
+        return json_report.render(report, options.unsafe_fixes)
     if fmt == "sarif":
         return sarif.render(report, rules, rule_doc)
     if fmt == "github":

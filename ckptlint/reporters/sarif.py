@@ -7,7 +7,7 @@ from typing import Any, Sequence
 from urllib.parse import quote
 
 from ckptlint import __version__
-from ckptlint.findings import LintReport, Severity
+from ckptlint.findings import Fix, LintReport, Severity
 from ckptlint.reporters import RuleDoc, RuleMeta, normalize_path
 from ckptlint.reporters.json_report import confirmation_object
 
@@ -18,6 +18,21 @@ def _location(path: str) -> dict[str, Any]:
     # Relative to the checkout root, which GitHub resolves as %SRCROOT%.
     uri = quote(normalize_path(path))
     return {"physicalLocation": {"artifactLocation": {"uri": uri, "uriBaseId": "%SRCROOT%"}}}
+
+
+def _fix(path: str, fix: Fix) -> dict[str, Any]:
+    replacements = [
+        {
+            "deletedRegion": {"startLine": e.line, "startColumn": e.column, "endLine": e.end_line, "endColumn": e.end_column},
+            "insertedContent": {"text": e.content},
+        }
+        for e in fix.edits
+    ]
+    return {
+        "description": {"text": fix.message},
+        "artifactChanges": [{**_location(path)["physicalLocation"], "replacements": replacements}],
+        "properties": {"applicability": fix.applicability},
+    }
 
 
 def _rule(rule: RuleMeta, rule_doc: RuleDoc) -> dict[str, Any]:
@@ -50,6 +65,8 @@ def render(report: LintReport, rules: Sequence[RuleMeta], rule_doc: RuleDoc) -> 
             "message": {"text": f"{f.message} {f.help}" if f.help else f.message},
             "locations": [location],
         }
+        if f.fixes:
+            result["fixes"] = [_fix(f.path, fix) for fix in f.fixes]
         confirmation = report.confirmations.get(f)
         if confirmation is not None:  # only with --confirm
             result["properties"] = {"confirmation": confirmation_object(confirmation)}

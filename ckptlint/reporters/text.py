@@ -30,25 +30,31 @@ def render(
     paint = _Painter(options.color)
     lines: list[str] = []
     if options.statistics:
-        lines += _statistics(report, rules, paint)
+        lines += _statistics(report, rules, paint, options.unsafe_fixes)
     else:
         for finding in report.findings:
-            lines += _finding(finding, options.show_source, read_lines, paint, report.confirmations.get(finding))
+            lines += _finding(finding, options, read_lines, paint, report.confirmations.get(finding))
     error = paint("error", _BOLD, _SEVERITY_SGR[Severity.ERROR])
     lines += [f"{paint(e.path, _BOLD)}: {error}: {e.message}" for e in report.errors]
+    if options.show_fixes and report.fixed:
+        lines += fixed_summary(report.fixed, rules)
     if not options.quiet:
-        lines += _summary(report)
+        lines += _summary(report, options.unsafe_fixes)
     # Finding blocks end in a blank separator; drop it at the very end.
     return "\n".join(lines).rstrip("\n") + "\n" if lines else ""
 
 
-def _finding(f: Finding, show_source: bool, read_lines: ReadLines, paint: _Painter, confirmation: Optional[Confirmation] = None) -> list[str]:
+def _finding(f: Finding, options: RenderOptions, read_lines: ReadLines, paint: _Painter, confirmation: Optional[Confirmation] = None) -> list[str]:
     code = paint(f.code, _BOLD, _SEVERITY_SGR[f.severity])
-    header = f"{paint(f.path, _BOLD)}:{f.line}:{f.column}: {code} {f.message}"
+    marker = " [*]" if f.fix_for(options.unsafe_fixes) else ""
+    header = f"{paint(f.path, _BOLD)}:{f.line}:{f.column}: {code}{marker} {f.message}"
     verdict = _verdict(confirmation, paint) if confirmation else ""
     skeleton = confirmation.example.splitlines() if confirmation else []
-    if not show_source:
+    fix = f.shown_fix(options.unsafe_fixes)
+    fix_note = f"{fix.message} ({fix.applicability}{'' if f.fix_for(options.unsafe_fixes) else ': apply with --unsafe-fixes'})" if fix else ""
+    if not options.show_source:
         block = [header, f"    help: {f.help}"] if f.help else [header]
+        block += [f"    fix: {fix_note}"] if fix else []
         return block + ([f"    = {verdict}"] if verdict else []) + [f"      {line}".rstrip() for line in skeleton]
 
     width = len(str(f.line))
@@ -70,6 +76,8 @@ def _finding(f: Finding, show_source: bool, read_lines: ReadLines, paint: _Paint
         ]
     if f.help:
         block.append(f"{paint(' ' * width + ' =', _DIM)} {paint('help', _BOLD)}: {f.help}")
+    if fix:
+        block.append(f"{paint(' ' * width + ' =', _DIM)} {paint('fix', _BOLD)}: {fix_note}")
     if verdict:
         block.append(f"{paint(' ' * width + ' =', _DIM)} {verdict}")
         block += [f"{' ' * width}     {line}".rstrip() for line in skeleton]
@@ -81,8 +89,9 @@ def _verdict(confirmation: Confirmation, paint: _Painter) -> str:
     return f"{paint(confirmation.verdict + cause, _BOLD)}: {'; '.join(confirmation.evidence)}"
 
 
-def _statistics(report: LintReport, rules: Sequence[RuleMeta], paint: _Painter) -> list[str]:
+def _statistics(report: LintReport, rules: Sequence[RuleMeta], paint: _Painter, unsafe_fixes: bool) -> list[str]:
     names = {r.code: r.name for r in rules}
+    fixable = {f.code for f in report.findings if f.fix_for(unsafe_fixes)}
     counts = Counter(f.code for f in report.findings)
     severities = {f.code: f.severity for f in report.findings}
     rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
@@ -92,18 +101,39 @@ def _statistics(report: LintReport, rules: Sequence[RuleMeta], paint: _Painter) 
     for code, n in rows:
         # Pad before painting so ANSI codes do not disturb the alignment.
         label = paint(code.ljust(code_width), _BOLD, _SEVERITY_SGR[severities[code]])
-        lines.append(f"{n:>{count_width}}  {label}  {names.get(code, '')}".rstrip())
+        lines.append(f"{n:>{count_width}}  {label}  {'[*] ' if code in fixable else ''}{names.get(code, '')}".rstrip())
     if report.unresolved_sites:
         lines.append(f"{report.unresolved_sites} checkpoint sites could not be resolved")
     return lines
 
 
-def _summary(report: LintReport) -> list[str]:
-    if report.findings:
+def fixed_summary(fixed: list[Finding], rules: Sequence[RuleMeta]) -> list[str]:
+    """ruff's --show-fixes enumeration."""
+    names = {r.code: r.name for r in rules}
+    lines = [f"Fixed {len(fixed)} finding(s):"]
+    for path in sorted({f.path for f in fixed}):
+        lines.append(f"- {path}:")
+        counts = Counter(f.code for f in fixed if f.path == path)
+        lines += [f"    {n} × {code} ({names.get(code, '')})" for code, n in sorted(counts.items())]
+    return lines + [""]
+
+
+def _summary(report: LintReport, unsafe_fixes: bool) -> list[str]:
+    if report.fixed:
+        total = len(report.fixed) + len(report.findings)
+        lines = [f"Found {total} finding(s) ({len(report.fixed)} fixed, {len(report.findings)} remaining)."]
+    elif report.findings:
         files = len({f.path for f in report.findings})
         lines = [f"Found {len(report.findings)} finding(s) in {files} file(s)."]
     else:
         lines = ["All checks passed!"]
+    fixable = sum(1 for f in report.findings if f.fix_for(unsafe_fixes))
+    hidden = sum(1 for f in report.findings if f.fixes and not f.fix_for(unsafe_fixes))
+    hint = f" ({hidden} hidden fix(es) can be enabled with the `--unsafe-fixes` option)" if hidden else ""
+    if fixable:
+        lines.append(f"[*] {fixable} fixable with the `--fix{' --unsafe-fixes' if unsafe_fixes else ''}` option{hint}.")
+    elif hidden:
+        lines.append(f"No fixes available{hint}.")
     if report.errors:
         lines.append(f"{len(report.errors)} file(s) could not be checked.")
     if report.confirmations:

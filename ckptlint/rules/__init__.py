@@ -11,6 +11,7 @@ from ckptlint.model.sites import code
 if TYPE_CHECKING:
     import libcst as cst
 
+    from ckptlint.fixes import FixPlan
     from ckptlint.model import CheckpointSite, FileModel
 
 
@@ -25,6 +26,8 @@ class Diagnostic:
     path: Optional[str] = None
     # Overrides the rule's default severity (e.g. error under reentrant mode, warning otherwise).
     severity: Optional[Severity] = None
+    # Automatic fixes (ckptlint.fixes), safe ones first.
+    fixes: tuple[FixPlan, ...] = ()
 
 
 class Rule:

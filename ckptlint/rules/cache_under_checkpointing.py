@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from ckptlint.findings import Severity
+from ckptlint.fixes import no_cache
 from ckptlint.model.sites import ApiKind
 from ckptlint.rules import Diagnostic, Rule, callee_name
 from ckptlint.rules.side_effect_escapes import CHECKPOINTED, is_cache
@@ -32,6 +33,7 @@ class CacheUnderCheckpointing(Rule):
                     "checkpointing. Setting `use_cache=False`\"), so `outputs.past_key_values` is None",
                     "pass `use_cache=False` while training with checkpointing; cache only in eval()/generation",
                     severity=Severity.WARNING,
+                    fixes=no_cache(use),
                 )
             else:
                 yield Diagnostic(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator, Optional
 
 from ckptlint.findings import Severity
+from ckptlint.fixes import input_require_grads, non_reentrant
 from ckptlint.index import Freeze, instance_key
 from ckptlint.model.sites import ApiKind, CheckpointSite, Instance, ModuleObject
 from ckptlint.rules import Diagnostic, Rule, callee_name
@@ -37,6 +38,7 @@ class FrozenUpstreamReentrant(Rule):
                     f"fails with \"element 0 of tensors does not require grad\"; {site.mode.reason}",
                     "pass `use_reentrant=False`, or make the frozen layer's output require grad "
                     "(`enable_input_require_grads()` or a forward hook calling `output.requires_grad_(True)`)",
+                    fixes=non_reentrant(site),
                 )
             elif site.kind is ApiKind.HF_ENABLE and site.reentrant:
                 freeze = self.frozen_model(model, site)
@@ -48,6 +50,7 @@ class FrozenUpstreamReentrant(Rule):
                         f"backward fails with \"element 0 of tensors does not require grad\"; {site.mode.reason}",
                         "pass `gradient_checkpointing_kwargs={\"use_reentrant\": False}`, or call "
                         "`model.enable_input_require_grads()` after freezing",
+                        fixes=input_require_grads(model, site),
                     )
 
     @staticmethod

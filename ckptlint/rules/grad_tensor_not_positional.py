@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from ckptlint.findings import Severity
+from ckptlint.fixes import non_reentrant
 from ckptlint.model.sites import ApiKind, CheckpointSite, Grad, Lambda, LocalFunction, ModuleObject, Param, Partial, Tensor, Value
 from ckptlint.rules import Diagnostic, Rule, callee_name, spelled
 
@@ -49,6 +50,7 @@ class GradTensorNotPositional(Rule):
                 f"reentrant checkpoint of `{callee_name(site)}` with keyword argument(s) {names}: torch raises "
                 f"`ValueError: Unexpected keyword arguments: {names}`; {site.mode.reason}",
                 HELP,
+                fixes=non_reentrant(site),
             )
 
     @staticmethod
@@ -64,6 +66,7 @@ class GradTensorNotPositional(Rule):
                         "checkpoint input, so the recompute backpropagates into its graph a second time (\"Trying to backward "
                         "through the graph a second time\") or its gradient is lost",
                         HELP,
+                        fixes=non_reentrant(site),
                     )
                     return
         elif isinstance(function, (Lambda, LocalFunction)):
@@ -76,6 +79,7 @@ class GradTensorNotPositional(Rule):
                         "checkpoint inputs, so backward goes through their graph a second time (\"Trying to backward through "
                         "the graph a second time\") or their gradient is lost",
                         HELP,
+                        fixes=non_reentrant(site),
                     )
                     return
 
@@ -95,6 +99,7 @@ class GradTensorNotPositional(Rule):
                         f"time (`{spelled(store[0])}`) rather than passed in: under reentrant checkpointing backward goes "
                         "through its graph a second time (\"Trying to backward through the graph a second time\")",
                         "pass the tensor to the checkpointed module as a positional argument, or use `use_reentrant=False`",
+                        fixes=non_reentrant(site),
                     )
                     return
 

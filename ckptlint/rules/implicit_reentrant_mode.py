@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from ckptlint.findings import Severity
+from ckptlint.fixes import explicit_mode
 from ckptlint.model.sites import ApiKind, FlagStatus
 from ckptlint.rules import Diagnostic, Rule
 
@@ -33,10 +34,12 @@ class ImplicitReentrantMode(Rule):
                     f"`{name}` called without `use_reentrant`: {site.mode.reason}",
                     "pass `use_reentrant=False` (recommended: works with keyword inputs, frozen inputs and "
                     "`torch.autograd.grad`) or `use_reentrant=True` to keep today's behaviour explicitly",
+                    fixes=explicit_mode(site),
                 )
             elif site.kind in TRANSFORMERS:
                 yield Diagnostic(
                     site.kwargs_node or site.call,
                     f"checkpointing kwargs lack `use_reentrant`: {site.mode.reason}",
                     'add `"use_reentrant": False` to the dict, or pass None to get transformers\' default',
+                    fixes=explicit_mode(site),
                 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from ckptlint.findings import Severity
+from ckptlint.fixes import non_reentrant
 from ckptlint.model.sites import CheckpointSite, Grad, Tensor
 from ckptlint.rules import Diagnostic, Rule, callee_name
 
@@ -40,4 +41,5 @@ class InputsCannotRequireGrad(Rule):
                 f"requires_grad=True\"); {site.mode.reason}",
                 "don't checkpoint the first block on raw data (start from the second block), pass `use_reentrant=False`, "
                 "or call `.requires_grad_()` on the input first",
+                fixes=non_reentrant(site),
             )

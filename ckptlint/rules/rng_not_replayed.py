@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from ckptlint.findings import Severity
+from ckptlint.fixes import replay_rng
 from ckptlint.rules import Diagnostic, Rule, callee_name
 from ckptlint.rules.side_effect_escapes import CHECKPOINTED
 
@@ -34,6 +35,7 @@ class RngNotReplayed(Rule):
                         f"({listed}): the recompute draws different ones, so gradients are computed for masks the forward never "
                         "used (measured: relative gradient error 0.7-2.0) and the global RNG stream shifts",
                         "drop `preserve_rng_state=False` (the default True replays torch's RNG, making Dropout exact)",
+                        fixes=replay_rng(model, site),
                     )
             reseeded = {module for part in region.parts for module in part.facts.reseeds}
             for part in region.parts:

@@ -51,7 +51,7 @@ def test_without_confirm_nothing_runs_and_json_is_unchanged(project):
     project({"net.py": MODEL})
     (entry,) = json.loads(run("net.py", "--format", "json").stdout)["findings"]
     assert "confirmation" not in entry
-    assert list(entry) == ["code", "severity", "path", "line", "column", "end_line", "end_column", "message", "help"]
+    assert list(entry) == ["code", "severity", "path", "line", "column", "end_line", "end_column", "message", "help", "fix"]
 
 
 def test_every_format_carries_the_verdict(project):
@@ -61,7 +61,7 @@ def test_every_format_carries_the_verdict(project):
     assert text.exit_code == 1  # findings: exit code unchanged
     lines = text.output.splitlines()
     verdict = next(i for i, line in enumerate(lines) if line.startswith("   = confirmed: "))
-    assert lines[verdict - 1].startswith("   = help: ")
+    assert lines[verdict - 2].startswith("   = help: ") and lines[verdict - 1].startswith("   = fix: ")
     assert "checkpoint at net.py:13 ran with use_reentrant omitted: effective use_reentrant=True (reentrant)" in lines[verdict]
     assert "ran Net() on x=float32[2, 8]" in lines[verdict]
 
