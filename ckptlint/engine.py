@@ -20,7 +20,7 @@ from ckptlint import __version__
 from ckptlint.cache import ResultCache
 from ckptlint.config import Settings
 from ckptlint.discovery import discover
-from ckptlint.findings import FileError, Finding, LintReport
+from ckptlint.findings import SAFE, UNSAFE, FileError, Finding, LintReport, Severity
 from ckptlint.index import ModuleSummary, ProjectIndex, project_fingerprint, summarize
 from ckptlint.names import module_name_for
 from ckptlint.relevance import SourceSlice, can_matter, definitions_source, relevant_source, whole_source
@@ -146,13 +146,40 @@ def _valid_result(result: Any) -> bool:
     )
 
 
+_EDIT_TYPES = {"line": int, "column": int, "end_line": int, "end_column": int, "content": str}
+
+
 def _valid_finding(finding: Any) -> bool:
     return (
         isinstance(finding, dict)
-        and finding.keys() == _FINDING_TYPES.keys()
+        and finding.keys() == {*_FINDING_TYPES, "fixes", "cell"}
         and all(type(finding[name]) is kind for name, kind in _FINDING_TYPES.items())
         and finding["severity"] in _SEVERITIES
+        and _optional_int(finding["cell"])
+        and isinstance(finding["fixes"], list)
+        and all(map(_valid_fix, finding["fixes"]))
     )
+
+
+def _valid_fix(fix: Any) -> bool:
+    return (
+        isinstance(fix, dict)
+        and fix.keys() == {"applicability", "message", "edits"}
+        and fix["applicability"] in (SAFE, UNSAFE)
+        and isinstance(fix["message"], str)
+        and isinstance(fix["edits"], list)
+        and all(
+            isinstance(edit, dict)
+            and edit.keys() == {*_EDIT_TYPES, "cell"}
+            and all(type(edit[name]) is kind for name, kind in _EDIT_TYPES.items())
+            and _optional_int(edit["cell"])
+            for edit in fix["edits"]
+        )
+    )
+
+
+def _optional_int(value: Any) -> bool:
+    return value is None or type(value) is int
 
 
 def _read(paths: Sequence[str], settings: Settings, stdin: Optional[tuple[str, str]], report: LintReport) -> list[_Unit]:

@@ -328,3 +328,14 @@ def test_readme_documents_the_fix_options():
     readme = (ROOT / "README.md").read_text()
     for option in ("--fix", "--unsafe-fixes", "--diff", "--show-fixes", "--fix-only"):
         assert f"`{option}" in readme
+
+
+def test_fixes_come_back_from_the_cache(project):
+    project({"bad.py": BAD})
+    runner = CliRunner()
+    args = ["bad.py", "--format", "json", "--torch-version", "2.13"]
+    cold = json.loads(runner.invoke(main, args).stdout)["findings"]
+    warm = json.loads(runner.invoke(main, args).stdout)["findings"]
+    assert cold == warm and warm[0]["fix"]["edits"][0]["content"] == ", use_reentrant=True"
+    fixed = runner.invoke(main, ["bad.py", "--fix", "--torch-version", "2.13"])
+    assert fixed.exit_code == 0 and "1 fixed" in fixed.output

@@ -225,5 +225,5 @@ def test_summary_line_counts_the_verdicts(tmp_path, monkeypatch):
     result = cli(".", "--confirm", "--select", "CKPT006")
     assert result.exit_code == 1, result.output
     lines = result.output.splitlines()
-    assert lines[-2] == "Found 3 finding(s) in 3 file(s).", lines[-2:]
+    assert lines[-3:-1] == ["Found 3 finding(s) in 3 file(s).", "[*] 3 fixable with the `--fix` option."], lines[-3:]
     assert lines[-1] == "--confirm: 1 confirmed, 0 not reproduced, 2 could not run (1 needs a package, 1 needs an example).", lines[-1]
