@@ -192,7 +192,7 @@ class ModelBuilder(ReadOnlyWalker):
         self.cache_uses: list[CacheUse] = []
         constructed = index.constructed_classes()
         self.top_level = frozenset(
-            c.qualname for c in summary.classes.values() if c.qualname not in constructed and "forward" in c.methods and index.is_subclass(c.qualname, MODULE_BASES)
+            c.qualname for c in summary.classes.values() if c.qualname not in constructed and "forward" in c.methods and index.is_subclass(c.qualname, MODULE_BASES | LIGHTNING_MODULES)
         )
 
     # --- scopes ------------------------------------------------------------------------------
