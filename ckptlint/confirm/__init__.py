@@ -68,6 +68,8 @@ def confirm(
             groups.setdefault(target, []).append(finding)
     shown = {target: findings[0].path for target, findings in groups.items()}
     jobs_list = [_job(target, findings, example_files, device, texts.get(target.path)) for target, findings in groups.items()]
+    for job, target in zip(jobs_list, groups):
+        job["usage"] = _usage(target, texts.get(target.path))
     results = pool.run_jobs(jobs_list, timeout=timeout, parallel=jobs or os.cpu_count() or 1, memory_gb=memory_gb)
     for (target, findings), result in zip(groups.items(), results):
         label = target.label(shown[target])
@@ -100,6 +102,22 @@ def _confirmation(verdict: str, evidence: Sequence[str], target: str, device: st
         cause if verdict == COULD_NOT_RUN else "",
         "\n".join(printable(line) for line in example.splitlines()),
     )
+
+
+def _usage(target: targets.Target, source: Optional[str]) -> dict[str, Any]:
+    """How the project builds and calls the target (read statically from its files)."""
+    import ast
+
+    from ckptlint.confirm import usage
+
+    tree = None
+    if source is not None:
+        try:
+            tree = ast.parse(source, filename=target.path)
+        except (SyntaxError, ValueError):
+            tree = None
+    files = usage.project_files(target.path)
+    return usage.usage_of(target.qualname, target.path, files, tree, constructs=target.constructs).to_json()
 
 
 def _job(target: targets.Target, findings: Sequence[Finding], examples: Sequence[str], device: str, source: Optional[str]) -> dict[str, Any]:

@@ -30,10 +30,15 @@ def _context(jobs: Sequence[dict[str, Any]]) -> Any:
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     preload = ["ckptlint.confirm._preload"]
+    # Nothing is downloaded while confirming: transformers must fail (or be served by a tiny
+    # config, see hf.py) at once instead of retrying the network. The fork server inherits this.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # transformers takes seconds to import: once in the server rather than in every child, when
     # a target uses it. (Only honoured if the server is not running yet.)
     if any(_mentions(job["path"], "transformers") for job in jobs) and importlib.util.find_spec("transformers"):
         preload += ["transformers", "transformers.modeling_utils", "transformers.modeling_layers"]
+    if any(_mentions(job["path"], "lightning") for job in jobs) and importlib.util.find_spec("lightning"):
+        preload += ["lightning"]
     context.set_forkserver_preload(preload)
     return context
 

@@ -20,6 +20,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Optional
 
+from ckptlint.confirm import failures
+from ckptlint.confirm.failures import StandardInputRead
 from ckptlint.findings import COULD_NOT_RUN, CRASHED, NEEDS_PACKAGE
 
 GB = 1024**3
@@ -29,11 +31,6 @@ DISTRIBUTIONS = {
     "yaml": "pyyaml", "pytorch_lightning": "lightning", "attr": "attrs", "Bio": "biopython",
     "google.protobuf": "protobuf", "dateutil": "python-dateutil", "bs4": "beautifulsoup4",
 }  # fmt: skip
-
-
-class StandardInputRead(BaseException):
-    """Raised by `input()` in a confirm child: there is no terminal to answer it. A BaseException,
-    so that the user's `except Exception` does not swallow it."""
 
 
 def run_job(job: dict[str, Any], connection: Any) -> None:
@@ -64,9 +61,9 @@ def execute(job: dict[str, Any]) -> dict[str, Any]:
         import torch
     except ImportError:
         return failure(job, "torch is not installed in this environment; install it: pip install torch", NEEDS_PACKAGE)
-    from ckptlint.confirm import ab, build
+    from ckptlint.confirm import build, hf
 
-    build.memory_cap_gb = job.get("memory_gb")
+    failures.memory_cap_gb = job.get("memory_gb")
     torch.set_num_threads(1)  # tiny models: threads only add scheduling noise and time
     if job.get("cwd"):
         os.chdir(job["cwd"])
@@ -75,7 +72,7 @@ def execute(job: dict[str, Any]) -> dict[str, Any]:
             sys.path.insert(0, entry)
     try:
         device = build.resolve_device(job.get("device", "auto"))
-    except build.CannotRun as error:
+    except failures.CannotRun as error:
         return failure(job, str(error), error.cause)
     shown = os.path.relpath(job["path"], job.get("cwd") or os.getcwd())
     try:
@@ -86,27 +83,77 @@ def execute(job: dict[str, Any]) -> dict[str, Any]:
         missing = missing_package(error, job["path"])
         if missing:
             return failure(job, f"importing {shown} failed: {type(error).__name__}: {error}; install it: pip install {missing}", NEEDS_PACKAGE, device=device)
-        named = build.user_failure(f"importing {shown}", error)
+        named = failures.user_failure(f"importing {shown}", error)
         return failure(job, named or f"importing {shown} failed: {type(error).__name__}: {error}", CRASHED, device=device)
     example_errors = build.load_examples([p for p in job.get("examples", []) if os.path.abspath(p) != os.path.abspath(job["path"])])
+    built: list[str] = []  # models that from_pretrained built from tiny configs
+    with hf.offline_from_pretrained(built):
+        return _run_plans(job, module, device, example_errors, built)
+
+
+def _run_plans(job: dict[str, Any], module: Any, device: str, example_errors: list[str], built: list[str]) -> dict[str, Any]:
+    """Try the target's plans in order; the first that reaches the finding gives the verdicts."""
+    from ckptlint.confirm import ab, build
+
     try:
-        plan = build.plan_for(job, module, device, example_errors)
-    except build.CannotRun as error:
+        plans = build.plans_for(job, module, device, example_errors)
+    except failures.CannotRun as error:
         return failure(job, str(error), error.cause, error.example, device)
-    except BaseException as error:
-        if isinstance(error, KeyboardInterrupt):
-            raise
-        named = build.user_failure("building the target", error)
-        return failure(job, named or f"building the target failed: {type(error).__name__}: {error}", CRASHED, device=device)
     rtol, atol = ab.TOLERANCES["cuda" if device == "cuda" else "cpu"]
-    report = ab.compare_runs(plan.make, steps=job.get("steps", 1), device=device, rtol=rtol, atol=atol)
-    verdicts = []
+    tried: list[str] = []
+    last: Optional[dict[str, Any]] = None
+    for make_plan in plans:
+        try:
+            plan = make_plan()
+        except failures.CannotRun as error:
+            last = failure(job, str(error), error.cause, error.example, device)
+            tried.append(str(error).split("; add a factory")[0])
+            continue
+        except BaseException as error:
+            if isinstance(error, KeyboardInterrupt):
+                raise
+            named = failures.user_failure("building the target", error)
+            last = failure(job, named or f"building the target failed: {type(error).__name__}: {error}", CRASHED, device=device)
+            tried.append(last["verdicts"][0]["evidence"][0] if last["verdicts"] else "")
+            continue
+        report = ab.compare_runs(plan.make, steps=job.get("steps", 1), device=device, rtol=rtol, atol=atol)
+        if plan.fallible:
+            missed = _missed(report, job)
+            if missed:
+                tried.append(f"{plan.description}: {missed}")
+                continue
+        verdicts = []
+        for finding in job["findings"]:
+            verdict, evidence = ab.verdict(finding["code"], report, job["path"], finding["line"], finding.get("end_line"))
+            if verdict != COULD_NOT_RUN:
+                evidence = evidence + [plan.description] + list(dict.fromkeys(built)) + [f"before that, tried: {t}" for t in tried]
+            verdicts.append({"verdict": verdict, "evidence": evidence, "cause": CRASHED if verdict == COULD_NOT_RUN else ""})
+        return {"device": device, "verdicts": verdicts, "report": _jsonable(report.to_dict())}
+    if last is None:
+        return failure(job, "no way to run the target: " + "; ".join(tried), CRASHED, device=device)
+    if len(tried) > 1:
+        for verdict in last["verdicts"]:
+            verdict["evidence"] += [f"also tried: {t}" for t in tried[:-1]]
+    return last
+
+
+def _missed(report: Any, job: dict[str, Any]) -> str:
+    """Why a fallible plan (a script) says nothing about the findings: it failed without
+    checkpointing too, or never ran the checkpoint call a finding points at."""
+    import linecache
+
+    from ckptlint.confirm import ab
+
+    if report.error_without:
+        return f"{report.error_without} without checkpointing too"
+    if not report.calls:
+        return "no checkpoint call ran"
     for finding in job["findings"]:
-        verdict, evidence = ab.verdict(finding["code"], report, job["path"], finding["line"], finding.get("end_line"))
-        if verdict != COULD_NOT_RUN:
-            evidence = evidence + [plan.description]
-        verdicts.append({"verdict": verdict, "evidence": evidence, "cause": CRASHED if verdict == COULD_NOT_RUN else ""})
-    return {"device": device, "verdicts": verdicts, "report": _jsonable(report.to_dict())}
+        lines = range(finding["line"], (finding.get("end_line") or finding["line"]) + 1)
+        at_site = any("checkpoint" in linecache.getline(job["path"], n) for n in lines)
+        if at_site and not ab.calls_at(report, job["path"], finding["line"], finding.get("end_line") or finding["line"]):
+            return f"the checkpoint call at line {finding['line']} did not run"
+    return ""
 
 
 def failure(job: dict[str, Any], reason: str, cause: str, example: str = "", device: str = "") -> dict[str, Any]:

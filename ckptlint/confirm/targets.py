@@ -18,7 +18,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Optional, Sequence, Union
 
+from ckptlint.confirm.failures import EXAMPLE_HINT, skeleton
 from ckptlint.findings import CRASHED, NEEDS_EXAMPLE
+from ckptlint.names import module_name_for
 
 _ENTRY_METHODS = ("forward", "__init__", "__call__")
 # Parameters a builder may take that the runner can synthesise.
@@ -132,15 +134,47 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
     assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
     constructs = tuple(name for name in _called_names(function) if name in facts.classes or name[:1].isupper())
     required = _required_parameters(function)
-    if function.name not in registered and any(p not in SYNTHESISABLE_PARAMETERS for p in required):
+    kinds = [parameter_kind(p) for p in required]
+    builder = all(p in SYNTHESISABLE_PARAMETERS for p in required)
+    if function.name not in registered and not builder and "model" not in kinds:
         signature = ", ".join(required)
         return Unrunnable(
-            f"`{function.name}({signature})` needs arguments that cannot be synthesised; add a factory "
-            f"decorated `@ckptlint.example({function.name})` returning (model, args, kwargs), in this file "
-            "or in a file listed in [tool.ckptlint.confirm] examples",
+            f"`{function.name}({signature})` takes no model argument to build (none of its parameters is named like one); "
+            + EXAMPLE_HINT.format(name=function.name),
             label=function.name,
+            example=skeleton(module_name_for(Path(path))[0], function.name, "function", arguments=required),
         )
     return Target(path, "function", function.name, constructs=constructs)
+
+
+MODEL_NAMES = ("model", "net", "network", "module", "encoder", "decoder", "classifier", "backbone", "student", "teacher", "policy", "generator", "discriminator", "autoencoder", "transformer", "unet")
+OPTIMIZER_NAMES = ("optimizer", "optim", "opt", "optimiser")
+SCHEDULER_NAMES = ("scheduler", "lr_scheduler", "sched")
+LOADER_NAMES = ("loader", "dataloader", "data_loader", "train_loader", "val_loader", "valid_loader", "test_loader", "eval_loader", "dataset", "data", "batches", "train_data", "iterator", "train_dataloader", "eval_dataloader")
+BATCH_NAMES = ("batch", "sample", "minibatch", "example")
+TARGET_NAMES = ("y", "target", "targets", "label", "labels", "y_true", "gt", "ground_truth")
+DEVICE_NAMES = ("device", "dev")
+
+
+def parameter_kind(name: str) -> str:
+    """What a training function's parameter holds, by its name: "model", "optimizer",
+    "scheduler", "loader", "batch", "target", "device" or "tensor"."""
+    lower = name.lower()
+    if lower in MODEL_NAMES or lower.endswith(("_model", "_net", "_encoder", "_decoder")):
+        return "model"
+    if lower in OPTIMIZER_NAMES or lower.endswith("_optimizer"):
+        return "optimizer"
+    if lower in SCHEDULER_NAMES:
+        return "scheduler"
+    if lower in LOADER_NAMES or lower.endswith(("_loader", "_dataloader", "_dataset")):
+        return "loader"
+    if lower in BATCH_NAMES:
+        return "batch"
+    if lower in TARGET_NAMES:
+        return "target"
+    if lower in DEVICE_NAMES:
+        return "device"
+    return "tensor"
 
 
 def _class_target(

@@ -19,6 +19,7 @@ FIXTURES = ROOT / "fixtures"
 EXAMPLES = FIXTURES / "confirm_examples.py"
 HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
 HAS_NUMPY = importlib.util.find_spec("numpy") is not None
+HAS_LIGHTNING = importlib.util.find_spec("lightning") is not None
 
 
 def line_in(path: Path, scope: str, needle: str) -> int:
@@ -48,8 +49,31 @@ def confirm_all(findings: Iterable[Finding], *, timeout: float = 60.0, examples:
         os.chdir(cwd)
 
 
+def verdicts_at(folder: Path, cases: Iterable[tuple[str, str, str, str]], *, examples: Optional[list[str]] = None) -> dict[tuple[str, str, str, str], Confirmation]:
+    """Confirm a finding of `code` placed on the line of `scope` in `folder/name` holding `needle`,
+    for each (name, scope, needle, code) case, in one run."""
+    findings = {case: finding(folder / case[0], line_in(folder / case[0], case[1], case[2]), case[3]) for case in cases}
+    results = confirm_all(findings.values(), examples=examples)
+    return {case: results[f] for case, f in findings.items()}
+
+
 def needs_transformers(path: str) -> bool:
-    return any(name in path for name in ("gpt2_cross_attention", "hf_vision_adapters", "hf_finetune"))
+    return any(name in path for name in ("gpt2_cross_attention", "hf_vision_adapters", "hf_finetune", "hf_from_pretrained"))
+
+
+def needs_lightning(path: str) -> bool:
+    return "lightning" in path
+
+
+def missing_module(path: str) -> Optional[str]:
+    """The package a fixture needs that is not installed here, if any."""
+    if needs_transformers(path) and not HAS_TRANSFORMERS:
+        return "transformers"
+    if needs_lightning(path) and not HAS_LIGHTNING:
+        return "lightning"
+    if needs_numpy(path) and not HAS_NUMPY:
+        return "numpy"
+    return None
 
 
 def needs_numpy(path: str) -> bool:

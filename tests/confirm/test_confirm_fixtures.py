@@ -15,14 +15,9 @@ import pytest
 from click.testing import CliRunner
 from confirm_helpers import (
     FIXTURES,
-    HAS_NUMPY,
-    HAS_TRANSFORMERS,
     ROOT,
-    confirm_all,
-    finding,
-    line_in,
-    needs_numpy,
-    needs_transformers,
+    missing_module,
+    verdicts_at,
 )
 
 from ckptlint.cli import main
@@ -73,12 +68,7 @@ OMITTED = r"ran with use_reentrant omitted: effective use_reentrant=True \(reent
 OMITTED_WARNING = r"torch warned: torch\.utils\.checkpoint(\.checkpoint_sequential)?: the use_reentrant parameter should be passed explicitly"
 
 
-def _missing_module(path: str) -> str | None:
-    if needs_transformers(path) and not HAS_TRANSFORMERS:
-        return "transformers"
-    if needs_numpy(path) and not HAS_NUMPY:
-        return "numpy"
-    return None
+_missing_module = missing_module
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +94,7 @@ def test_every_bad_fixture_is_confirmed(cli_document, monkeypatch):
         elif missing:
             assert confirmation["verdict"] == "could not run", where
             assert f"No module named '{missing}'" in confirmation["evidence"][0], where
+            assert confirmation["cause"] == "needs a package" and f"pip install {missing}" in confirmation["evidence"][0], where
         else:
             assert confirmation["verdict"] == "confirmed", where
             assert confirmation["device"] == "cpu" and confirmation["target"].startswith(f["path"] + "::"), where
@@ -183,12 +174,7 @@ LOOK_ALIKES = [
 
 @pytest.fixture(scope="module")
 def look_alike_verdicts():
-    findings = {}
-    for name, scope, needle, code in LOOK_ALIKES:
-        path = FIXTURES / name
-        findings[(name, scope, needle, code)] = finding(path, line_in(path, scope, needle), code)
-    results = confirm_all(findings.values())
-    return {key: results[f] for key, f in findings.items()}
+    return verdicts_at(FIXTURES, LOOK_ALIKES)
 
 
 @pytest.mark.parametrize("key", LOOK_ALIKES, ids=lambda k: f"{k[3]}-{k[1]}")
@@ -204,3 +190,18 @@ def test_correct_look_alike_is_not_reproduced(look_alike_verdicts, key):
         assert re.search(r"ran with (use_reentrant=(True|False)|grad enabled)", text), text
     else:
         assert "after 1 step(s) on cpu: all equal" in text or "after 2 step(s) on cpu: all equal" in text, text
+
+
+def test_nine_findings_in_ten_get_a_verdict(cli_document):
+    """Issue 14's bar: with the optional packages installed, at least 90 % of all fixture findings
+    are confirmed or not reproduced; the rest say what is missing."""
+    findings = cli_document["findings"]
+    if any(missing_module(f["path"]) for f in findings):
+        pytest.skip("transformers, lightning and numpy are needed for the full count")
+    ran = [f for f in findings if f["confirmation"]["verdict"] != "could not run"]
+    assert len(ran) / len(findings) >= 0.9, [(f["path"], f["line"], f["confirmation"]["evidence"][0]) for f in findings if f not in ran]
+    for f in findings:
+        if f not in ran:
+            assert f["confirmation"]["cause"] in ("needs a package", "needs an example", "crashed")
+            if f["confirmation"]["cause"] == "needs an example":
+                assert f["confirmation"]["example"].count("@ckptlint.example(") == 1

@@ -219,7 +219,7 @@ def test_log_of_user_output_is_kept_for_a_failed_target(tmp_path):
 
 def test_summary_line_counts_the_verdicts(tmp_path, monkeypatch):
     write(tmp_path, "runs.py", model("Runs"))
-    write(tmp_path, "needy.py", model("Needy").replace("def __init__(self):", "def __init__(self, width):"))
+    write(tmp_path, "needy.py", model("Needy").replace("def __init__(self):", "def __init__(self, config):"))
     write(tmp_path, "missing.py", model("Missing", top="import package_that_is_not_installed\n"))
     monkeypatch.chdir(tmp_path)
     result = cli(".", "--confirm", "--select", "CKPT006")

@@ -23,9 +23,9 @@ from torch.utils.checkpoint import checkpoint
 
 NEEDS_ARGUMENTS = HEADER + """
 class Needy(nn.Module):
-    def __init__(self, width):
+    def __init__(self, config):
         super().__init__()
-        self.block = nn.Linear(width, width)
+        self.block = nn.Linear(config.width, config.width)
 
     def forward(self, x):
         return checkpoint(self.block, x)
@@ -174,8 +174,12 @@ def test_module_that_cannot_be_built_says_why_and_what_to_do(verdicts):
     confirmation = verdicts[0]["needs_arguments"]
     assert confirmation.verdict == "could not run"
     reason = confirmation.evidence[0]
-    assert "cannot build `Needy`" in reason and "missing 1 required positional argument: 'width'" in reason
+    assert "cannot build and feed `Needy`" in reason and "missing 1 required positional argument: 'config'" in reason
     assert "@ckptlint.example(Needy)" in reason
+    assert confirmation.cause == "needs an example"
+    # A factory to paste, pre-filled with what is known: the target, its constructor, its inputs.
+    assert '@ckptlint.example("needs_arguments.Needy")' in confirmation.example
+    assert "model = Needy(...)" in confirmation.example and "return model, (...,), {}" in confirmation.example
 
 
 def test_input_that_cannot_be_synthesised_says_so(verdicts):

@@ -1,0 +1,241 @@
+"""A training or evaluation function as a target, its parameters built from their use.
+
+`train_epoch(model, optimizer, loader)`: `model` is the class the project passes there (from its
+call sites) or the class of the file that has the attributes the body reads (`model.stem`);
+`optimizer` is `SGD(model.parameters(), lr=0)`, so the weights stay put; `loader`/`dataset` is a
+list of one batch shaped as the body unpacks it (`for x, y in loader`, `batch["features"]`);
+tensors are the model's synthesised input, and targets match its output. Combinations are tried
+(checkpointing bypassed) until the function runs.
+
+Runs in the confirm child only.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import textwrap
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+from torch import nn
+
+from ckptlint.confirm import ab, constructors, inputs
+from ckptlint.confirm.failures import EXAMPLE_HINT, CannotRun, skeleton, stop_on_user_failure
+from ckptlint.confirm.targets import parameter_kind
+from ckptlint.findings import NEEDS_EXAMPLE
+
+MAX_TRIES = 48
+
+
+@dataclass
+class _Body:
+    """What a function's body says about its parameters."""
+
+    attributes: dict[str, set[str]] = field(default_factory=dict)  # param -> attributes read on it
+    unpacked: dict[str, list[str]] = field(default_factory=dict)  # iterable param -> loop target names
+    keys: dict[str, list[str]] = field(default_factory=dict)  # param (or its loop variable's param) -> string keys read
+
+
+def _body_of(function: Callable[..., Any], parameters: Sequence[str]) -> _Body:
+    body = _Body()
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(inspect.unwrap(function))))
+    except (OSError, TypeError, SyntaxError):
+        return body
+    alias = {p: p for p in parameters}  # loop variable -> the parameter it iterates
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.iter, ast.Name) and node.iter.id in alias:
+            owner = alias[node.iter.id]
+            target = node.target
+            if isinstance(target, (ast.Tuple, ast.List)):
+                body.unpacked[owner] = [e.id if isinstance(e, ast.Name) else "" for e in target.elts]
+            elif isinstance(target, ast.Name):
+                alias[target.id] = owner
+                body.unpacked.setdefault(owner, [target.id])
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in parameters:
+            body.attributes.setdefault(node.value.id, set()).add(node.attr)
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in alias:
+            if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+                keys = body.keys.setdefault(alias[node.value.id], [])
+                if node.slice.value not in keys:
+                    keys.append(node.slice.value)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in alias:
+            if isinstance(node.targets[0], (ast.Tuple, ast.List)):
+                body.unpacked[alias[node.value.id]] = [e.id if isinstance(e, ast.Name) else "" for e in node.targets[0].elts]
+    return body
+
+
+def _model_classes(module: types.ModuleType) -> list[type]:
+    return [
+        value for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, nn.Module) and value.__module__ == module.__name__
+    ]
+
+
+def _model_class(module: types.ModuleType, parameter: str, position: int, usage: dict[str, Any], body: _Body) -> Optional[tuple[type, list[dict[str, Any]]]]:
+    """The class the project passes as `parameter`, with its construction sites."""
+    passed = usage.get("function_arguments", {}).get(str(position)) or usage.get("function_arguments", {}).get(parameter)
+    if passed:
+        cls = getattr(module, passed["class"], None)
+        if isinstance(cls, type) and issubclass(cls, nn.Module):
+            return cls, [{"args": [], "kwargs": passed.get("kwargs", {})}]
+    needed = body.attributes.get(parameter, set()) - {"train", "eval", "parameters", "named_parameters", "to", "zero_grad", "state_dict", "modules", "children", "forward", "requires_grad_", "cuda", "cpu"}
+    for cls in _model_classes(module):
+        init = getattr(cls, "__init__", None)
+        try:
+            source = inspect.getsource(init) if init is not None else ""
+        except (OSError, TypeError):
+            source = ""
+        if all(f"self.{attr}" in source for attr in needed) and (needed or len(_model_classes(module)) == 1):
+            return cls, []
+    return None
+
+
+def _build_model(cls: type, calls: list[dict[str, Any]], device: str) -> tuple[Callable[[], nn.Module], str]:
+    reasons = []
+    for shown, args, kwargs in constructors.candidates(cls, calls):
+        ab.seed_everything()
+        try:
+            cls(*args, **kwargs)
+        except BaseException as error:
+            stop_on_user_failure(f"`{shown}`", error)
+            reasons.append(f"{shown} raised {type(error).__name__}: {error}")
+            continue
+        return (lambda a=args, k=kwargs: cls(*a, **k).to(device)), shown
+    raise CannotRun(f"cannot build `{cls.__qualname__}`: " + "; ".join(reasons[:3]))
+
+
+def _targets_for(output: Any) -> list[Callable[[torch.Generator], torch.Tensor]]:
+    tensor = next(iter(ab.iter_tensors(output)), None)
+    if not isinstance(tensor, torch.Tensor) or tensor.dim() == 0:
+        return []
+    classes, shape = tensor.shape[-1], tuple(tensor.shape[:-1])
+    return [
+        lambda g: torch.randint(0, classes, shape, generator=g),
+        lambda g: torch.randn(tuple(tensor.shape), generator=g),
+        lambda g: torch.randint(0, classes, (tensor.shape[0],), generator=g),
+        lambda g: torch.randn(tensor.shape[0], generator=g),
+    ]
+
+
+def function_plan(module: types.ModuleType, function: Callable[..., Any], qualname: str, usage: dict[str, Any], device: str) -> tuple[ab.Make, str]:
+    """A make() that calls `function` with synthesised arguments, and its description."""
+    try:
+        parameters = [p for p in inspect.signature(function).parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    except (TypeError, ValueError):
+        raise CannotRun(f"`{qualname}` has no signature to synthesise; " + EXAMPLE_HINT.format(name=qualname)) from None
+    required = [p for p in parameters if p.default is p.empty]
+    example = skeleton(module.__name__, qualname, "function", arguments=[p.name for p in required])
+    try:
+        return _function_plan(module, function, qualname, usage, device, parameters, required)
+    except CannotRun as error:
+        if error.cause == NEEDS_EXAMPLE and not error.example:
+            error.example = example
+        raise
+
+
+def _function_plan(module: types.ModuleType, function: Callable[..., Any], qualname: str, usage: dict[str, Any], device: str, parameters: list[inspect.Parameter], required: list[inspect.Parameter]) -> tuple[ab.Make, str]:
+    body = _body_of(function, [p.name for p in parameters])
+    kinds = {p.name: parameter_kind(p.name) for p in required}
+    models = [p for p in required if kinds[p.name] == "model"]
+    if not models:
+        raise CannotRun(f"`{qualname}({', '.join(p.name for p in required)})` takes no model this file defines; " + EXAMPLE_HINT.format(name=qualname))
+    position = {p.name: i for i, p in enumerate(parameters)}
+    found = _model_class(module, models[0].name, position[models[0].name], usage, body)
+    if found is None:
+        raise CannotRun(f"`{qualname}`: no class of this file fits `{models[0].name}`; " + EXAMPLE_HINT.format(name=qualname))
+    cls, calls = found
+    construct, built_as = _build_model(cls, calls, device)
+    found_inputs = inputs.search_inputs(construct, None, device)
+    ab.seed_everything()
+    probe = construct()
+    with torch.no_grad(), ab.direct_calls(probe):
+        args, kwargs = found_inputs.make()
+        output = probe(*args, **kwargs)
+    features = args[0] if len(args) == 1 and not kwargs else None
+    target_makers = _targets_for(output) or [lambda g: torch.zeros(2)]
+    unknown = [p.name for p in required if kinds[p.name] == "tensor" and features is None]
+    if unknown:
+        raise CannotRun(f"`{qualname}`: cannot tell what `{unknown[0]}` is; " + EXAMPLE_HINT.format(name=qualname))
+
+    def element(name: str, make_target: Callable[[torch.Generator], torch.Tensor], g: torch.Generator) -> Any:
+        role = parameter_kind(name)
+        if role == "target":
+            return make_target(g).to(device)
+        return features.clone() if isinstance(features, torch.Tensor) else features
+
+    def batch_for(parameter: str, make_target: Callable[[torch.Generator], torch.Tensor], g: torch.Generator) -> Any:
+        keys = body.keys.get(parameter)
+        if keys:
+            return {key: element(key, make_target, g) for key in keys}
+        names = body.unpacked.get(parameter)
+        if names and len(names) > 1:
+            return tuple(element(name, make_target, g) for name in names)
+        return element(parameter, make_target, g)
+
+    def arguments(model: nn.Module, make_target: Callable[[torch.Generator], torch.Tensor]) -> dict[str, Any]:
+        g = torch.Generator().manual_seed(4321)
+        values: dict[str, Any] = {}
+        optimizer = None
+        for p in required:
+            kind = kinds[p.name]
+            if kind == "model":
+                values[p.name] = model
+            elif kind in ("optimizer", "scheduler"):
+                optimizer = optimizer or torch.optim.SGD(model.parameters(), lr=0.0)
+                values[p.name] = optimizer if kind == "optimizer" else torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+            elif kind == "loader":
+                values[p.name] = [batch_for(p.name, make_target, g)]
+            elif kind == "batch":
+                values[p.name] = batch_for(p.name, make_target, g)
+            elif kind == "device":
+                values[p.name] = torch.device(device)
+            else:
+                values[p.name] = element(p.name, make_target, g)
+        return values
+
+    last_error = ""
+    for make_target in itertools.islice(target_makers, MAX_TRIES):
+        ab.seed_everything()
+        model = construct()
+        try:
+            with ab.direct_calls(model):
+                function(**arguments(model, make_target))
+        except BaseException as error:
+            stop_on_user_failure(f"`{qualname}`", error)
+            last_error = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+            continue
+
+        def make(make_target: Callable[[torch.Generator], torch.Tensor] = make_target) -> tuple[Any, Callable[[], Any]]:
+            model = construct()
+            values = arguments(model, make_target)
+            return model, lambda: function(**values)
+
+        shown = ", ".join(_shown(p.name, kinds[p.name], built_as, arguments(construct(), make_target)[p.name]) for p in required)
+        return make, f"ran {qualname}({shown})"
+    raise CannotRun(f"no synthesised arguments worked for `{qualname}` (last: {last_error}); " + EXAMPLE_HINT.format(name=qualname))
+
+
+def _shown(name: str, kind: str, built_as: str, value: Any) -> str:
+    if kind == "model":
+        return f"{name}={built_as}"
+    if kind == "optimizer":
+        return f"{name}=SGD(lr=0)"
+    if kind == "loader":
+        return f"{name}=[one batch: {_value_text(value[0])}]"
+    return f"{name}={_value_text(value)}"
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{str(value.dtype).replace('torch.', '')}{list(value.shape)}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_value_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (tuple, list)):
+        return "(" + ", ".join(_value_text(v) for v in value) + ")"
+    return type(value).__name__

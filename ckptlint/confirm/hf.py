@@ -1,0 +1,136 @@
+"""transformers models without the Hub: tiny configs, `from_pretrained` offline, and their inputs.
+
+Runs in the confirm child only. `from_pretrained(name, **kwargs)` cannot download anything there;
+`offline_from_pretrained()` makes it build the same class from a tiny instance of its
+`config_class` (for an Auto class, the config whose model type the name spells), with the
+keyword arguments that are config fields applied (`use_cache=True`, `num_labels=3`), and records
+what it built for the evidence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any, Iterator, Optional
+
+import torch
+
+# Small values for the size fields of a transformers config whose defaults are large.
+TINY_CONFIG = {
+    "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+    "num_key_value_heads": 2, "head_dim": 8, "n_embd": 16, "n_layer": 2, "n_head": 2, "n_inner": 32,
+    "d_model": 16, "d_ff": 32, "num_layers": 2, "num_heads": 2, "encoder_layers": 2,
+    "decoder_layers": 2, "encoder_attention_heads": 2, "decoder_attention_heads": 2,
+    "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "vocab_size": 128, "max_position_embeddings": 64,
+    "n_positions": 64, "image_size": 32, "patch_size": 8,
+}  # fmt: skip
+# from_pretrained keywords that load or place weights: meaningless for a tiny random model.
+_LOADING_KEYWORDS = frozenset({
+    "torch_dtype", "dtype", "device_map", "low_cpu_mem_usage", "trust_remote_code", "revision", "cache_dir",
+    "token", "use_auth_token", "local_files_only", "force_download", "attn_implementation", "quantization_config",
+    "load_in_8bit", "load_in_4bit", "max_memory", "offload_folder", "subfolder", "variant", "use_safetensors",
+    "ignore_mismatched_sizes", "output_loading_info", "from_tf", "from_flax", "state_dict", "config",
+})  # fmt: skip
+SEQUENCE = 8
+
+
+def tiny_config(config_class: type, **overrides: Any) -> Any:
+    """`config_class()`, with size fields whose defaults are large shrunk (a 7B config stays tiny),
+    then `overrides` applied."""
+    default = config_class()
+    small = {
+        key: value
+        for key, value in TINY_CONFIG.items()
+        if isinstance(getattr(default, key, None), int) and not isinstance(getattr(default, key), bool) and getattr(default, key) > value
+    }
+    return config_class(**{**small, **overrides}) if small or overrides else default
+
+
+def is_pretrained(model: Any) -> bool:
+    base = getattr(sys.modules.get("transformers.modeling_utils"), "PreTrainedModel", None)
+    return base is not None and isinstance(model, base)
+
+
+def _config_class_for(cls: type, name: Any) -> Optional[type]:
+    config_class = getattr(cls, "config_class", None)
+    if isinstance(config_class, type):
+        return config_class
+    # An Auto class: the model type spelled in the checkpoint name ("meta-llama/Llama-3.2-1B" -> llama).
+    from transformers import CONFIG_MAPPING
+
+    spelled = str(name).lower().replace("-", "").replace("_", "")
+    types = sorted(CONFIG_MAPPING.keys(), key=len, reverse=True)
+    model_type = next((t for t in types if t.replace("-", "").replace("_", "") in spelled), None)
+    return CONFIG_MAPPING[model_type] if model_type else None
+
+
+@contextlib.contextmanager
+def offline_from_pretrained(built: list[str]) -> Iterator[None]:
+    """While active, `SomeModel.from_pretrained(name, **kwargs)` returns `SomeModel` built from a
+    tiny config; `built` receives one description per model built this way."""
+    modeling_utils = sys.modules.get("transformers.modeling_utils")
+    if modeling_utils is None:
+        yield
+        return
+    base = modeling_utils.PreTrainedModel
+    auto = sys.modules.get("transformers.models.auto.auto_factory")
+    auto_base = getattr(auto, "_BaseAutoModelClass", None)
+    originals = [(base, base.__dict__["from_pretrained"])]
+    if auto_base is not None:
+        originals.append((auto_base, auto_base.__dict__["from_pretrained"]))
+
+    def from_pretrained(cls: type, name: Any = None, *args: Any, **kwargs: Any) -> Any:
+        config_class = _config_class_for(cls, name)
+        if config_class is None:
+            raise OSError(f"--confirm cannot download {name!r} and cannot tell its model type from the name")
+        fields = config_class()
+        applied = {k: v for k, v in kwargs.items() if k not in _LOADING_KEYWORDS and hasattr(fields, k)}
+        config = tiny_config(config_class, **applied)
+        if auto_base is not None and issubclass(cls, auto_base):
+            model = cls.from_config(config)
+        else:
+            model = cls(config)
+        model.eval()  # as from_pretrained leaves it
+        shown = ", ".join(f"{k}={v!r}" for k, v in applied.items())
+        built.append(
+            f"{cls.__name__}.from_pretrained({name!r}) built {type(model).__name__} from a tiny "
+            f"{config_class.__name__}" + (f" with {shown}" if shown else "") + " (no download)"
+        )
+        return model
+
+    for owner, _ in originals:
+        owner.from_pretrained = classmethod(from_pretrained)
+    try:
+        yield
+    finally:
+        for owner, original in originals:
+            owner.from_pretrained = original
+
+
+def model_inputs(model: Any, keywords: list[str], device: str) -> Optional[tuple[dict[str, Any], str]]:
+    """Keyword inputs for a transformers model: its main input (token ids below the vocabulary,
+    or pixel values of the configured size), plus the keywords the project passes that can be
+    synthesised (`attention_mask`, `labels`). None when the model is not a transformers model."""
+    if not is_pretrained(model):
+        return None
+    config = model.config
+    generator = torch.Generator().manual_seed(1234)
+    main = getattr(model, "main_input_name", "input_ids")
+    batch: dict[str, Any] = {}
+    if main == "pixel_values":
+        channels, size = getattr(config, "num_channels", 3), getattr(config, "image_size", 32)
+        batch[main] = torch.randn(2, channels, size, size, generator=generator)
+    elif main == "input_ids":
+        batch[main] = torch.randint(0, getattr(config, "vocab_size", 100), (2, SEQUENCE), generator=generator)
+    else:
+        return None
+    if "attention_mask" in keywords and main == "input_ids":
+        batch["attention_mask"] = torch.ones(2, SEQUENCE, dtype=torch.long)
+    if "labels" in keywords:
+        if main == "input_ids":
+            batch["labels"] = batch[main].clone()
+        else:
+            batch["labels"] = torch.randint(0, max(1, getattr(config, "num_labels", 2)), (2,), generator=generator)
+    batch = {k: v.to(device) for k, v in batch.items()}
+    shown = ", ".join(f"{k}={str(v.dtype).replace('torch.', '')}{list(v.shape)}" for k, v in batch.items())
+    return batch, shown

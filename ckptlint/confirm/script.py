@@ -1,0 +1,137 @@
+"""The file's own `if __name__ == "__main__":` block (or its `main()`) as a target.
+
+The project's script makes exactly the calls that matter (constructor arguments, `use_cache=True`,
+its optimizer and data). It runs A/B like any target, and stops right after its first complete
+backward (its `steps`-th, for rules whose symptom shows at the second step): a patched
+`torch.autograd.backward` ends the run by raising `EndOfRun` once the gradients are in. The
+model compared is the root module the script called (the one whose class is the target, else the
+first one), found by global forward hooks, which also snapshot its tensor attributes at the end of
+each of its forward passes.
+
+Runs in the confirm child only.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import types
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+
+from ckptlint.confirm import ab
+from ckptlint.confirm.usage import main_entry
+
+
+class EndOfRun(BaseException):
+    """Raised after the last backward the comparison needs; a BaseException so that the script's
+    own `except Exception` does not catch it."""
+
+
+class ScriptModel(ab.DeferredModel):
+    """Stands for the model while the script has not built it yet (see ab.run)."""
+
+    def __init__(self, class_name: str) -> None:
+        self.class_name = class_name
+        self.roots: list[torch.nn.Module] = []
+        self.snapshots: dict[int, dict[str, bool]] = {}
+        self._depth = 0
+
+    def resolve(self) -> Optional[torch.nn.Module]:
+        for root in self.roots:
+            if type(root).__qualname__ == self.class_name:
+                return root
+        for root in self.roots:
+            if any(type(m).__qualname__ == self.class_name for m in root.modules()):
+                return root
+        return self.roots[0] if self.roots else None
+
+    def snapshot(self) -> dict[str, bool]:
+        model = self.resolve()
+        return self.snapshots.get(id(model), {}) if model is not None else {}
+
+    def hooks(self) -> Any:
+        def before(module: torch.nn.Module, args: Any) -> None:
+            if self._depth == 0 and all(module is not r for r in self.roots):
+                self.roots.append(module)
+                if self.on_root is not None:
+                    self.on_root(module)
+            self._depth += 1
+
+        def after(module: torch.nn.Module, args: Any, output: Any) -> None:
+            self._depth = max(0, self._depth - 1)
+            if self._depth == 0:
+                self.snapshots[id(module)] = ab.attribute_grads(module)
+
+        return (
+            torch.nn.modules.module.register_module_forward_pre_hook(before),
+            torch.nn.modules.module.register_module_forward_hook(after, always_call=True),
+        )
+
+
+def main_statements(path: str, source: Optional[str]) -> Optional[tuple[str, list[ast.stmt]]]:
+    text = Path(path).read_text(encoding="utf-8") if source is None else source
+    kind, body = main_entry(ast.parse(text, filename=path))
+    if not kind or body is None:
+        return None
+    if kind == "function":
+        body = ast.parse("main()").body
+    return kind, body
+
+
+def make_script_run(module: types.ModuleType, path: str, source: Optional[str], class_name: str, steps: int) -> Optional[tuple[ab.Make, str]]:
+    """A `make` that runs the file's main up to its `steps`-th backward, and its description."""
+    found = main_statements(path, source)
+    if found is None:
+        return None
+    kind, body = found
+    code = compile(ast.Module(body=body, type_ignores=[]), path, "exec")
+    shown = 'the file\'s `if __name__ == "__main__":` block' if kind == "block" else "the file's `main()`"
+
+    def make() -> tuple[Any, Callable[[], Any]]:
+        holder = ScriptModel(class_name)
+        done = [False]
+
+        def step() -> Any:
+            if done[0]:
+                return None  # the whole script was one step
+            done[0] = True
+            run_until_backward(code, module, path, steps, holder)
+            return None
+
+        return holder, step
+
+    passes = "its first backward" if steps == 1 else f"its backward number {steps}"
+    return make, f"ran {shown} up to {passes}"
+
+
+def run_until_backward(code: Any, module: types.ModuleType, path: str, steps: int, holder: ScriptModel) -> None:
+    namespace = dict(vars(module))
+    namespace["__name__"] = "__main__"
+    original = torch.autograd.backward
+    count = [0]
+
+    def backward(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        count[0] += 1
+        if count[0] >= steps:
+            raise EndOfRun()
+        return result
+
+    argv = sys.argv
+    sys.argv = [path]
+    torch.autograd.backward = backward
+    hooks = holder.hooks()
+    try:
+        exec(code, namespace)
+    except EndOfRun:
+        pass
+    finally:
+        torch.autograd.backward = original
+        sys.argv = argv
+        for hook in hooks:
+            hook.remove()
+    if count[0] == 0:
+        raise RuntimeError("the script ended without a backward pass")

@@ -1,0 +1,299 @@
+"""How the project itself uses a target, read statically (ast; nothing is imported here).
+
+The best example of how to build and call a model is the project's own code: its construction
+sites (`UNet(in_channels=3, base_channels=32)`), the keywords it passes when it calls an instance
+(`model(ids, use_cache=True)`, `labels=`), the calls of a training function (`train_epoch(model,
+optimizer, loader)` after `model = Classifier(...)`), and an `if __name__ == "__main__":` block or
+`main()` that trains. Literals are resolved through simple assignments in the same scope
+(`vocab_size = 256` ... `TinyGPT(vocab_size=vocab_size)`). Everything returned is plain data for
+the confirm child.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterator, Optional, Sequence
+
+# Folders that are not the project's own code.
+_SKIPPED_DIRS = frozenset({".git", ".hg", ".venv", "venv", "env", "node_modules", "build", "dist", "site-packages", "__pycache__", ".tox", ".nox", ".mypy_cache", ".ckptlint_cache"})
+MAX_FILES = 2000
+MAX_BYTES = 1_000_000
+_NO_LITERAL = object()
+
+
+@dataclass
+class Usage:
+    """What the project shows about one target."""
+
+    constructor_calls: list[dict[str, Any]] = field(default_factory=list)  # {"args": [...], "kwargs": {...}} literals
+    call_keywords: dict[str, Any] = field(default_factory=dict)  # keywords passed when an instance is called
+    keyword_names: list[str] = field(default_factory=list)  # keyword names passed, literal or not
+    function_arguments: dict[str, dict[str, Any]] = field(default_factory=dict)  # parameter -> {"class": name, "kwargs": {...}}
+    main: str = ""  # "block" (an `if __name__ == "__main__":` block) or "function" (a `main()`) that reaches the target
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "constructor_calls": self.constructor_calls,
+            "call_keywords": self.call_keywords,
+            "keyword_names": self.keyword_names,
+            "function_arguments": self.function_arguments,
+            "main": self.main,
+        }
+
+
+def project_files(path: str, root: Optional[str] = None) -> list[str]:
+    """Python files of the project around `path`: its folder and the working directory, recursively
+    (without virtualenvs, build output and caches), at most MAX_FILES."""
+    return list(dict.fromkeys([os.path.abspath(path), *_files_under(os.path.dirname(os.path.abspath(path)), os.path.abspath(root or os.getcwd()))]))
+
+
+@lru_cache(maxsize=64)
+def _files_under(folder: str, root: str) -> tuple[str, ...]:
+    seen: dict[str, None] = {}
+    for top in dict.fromkeys([folder, root]):
+        for directory, subdirs, files in os.walk(top):
+            subdirs[:] = sorted(d for d in subdirs if d not in _SKIPPED_DIRS and not d.startswith("."))
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    seen.setdefault(os.path.join(directory, name), None)
+                if len(seen) >= MAX_FILES:
+                    return tuple(seen)
+    return tuple(seen)
+
+
+@lru_cache(maxsize=4096)
+def _read(path: str, mtime: float) -> str:
+    try:
+        if os.path.getsize(path) > MAX_BYTES:
+            return ""
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+@lru_cache(maxsize=1024)
+def _parse(path: str, mtime: float) -> Optional[ast.Module]:
+    try:
+        return ast.parse(_read(path, mtime), filename=path)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return -1.0
+
+
+def usage_of(name: str, path: str, files: Sequence[str], tree: Optional[ast.Module] = None, *, constructs: Sequence[str] = ()) -> Usage:
+    """How `files` build and call the class or function `name` defined in `path` (`tree`: the
+    parsed text of `path`, when it is not the file on disk). `constructs`: the classes that
+    builder function `name` builds (its result is called like an instance of them)."""
+    usage = Usage()
+    own = os.path.abspath(path)
+    module_name = Path(own).stem if Path(own).stem != "__init__" else Path(own).parent.name
+    for file in files:
+        if os.path.abspath(file) == own and tree is not None:
+            module = tree
+        else:
+            text = _read(file, _mtime(file))
+            # Another file uses the target only if it names it and imports its module.
+            if name not in text or (os.path.abspath(file) != own and module_name not in text):
+                continue
+            module = _parse(file, _mtime(file))
+        if module is None:
+            continue
+        for scope in _scopes(module):
+            _scan_scope(scope, name, set(constructs), usage)
+    if tree is None:
+        tree = _parse(own, _mtime(own))
+    if tree is not None:
+        usage.main = _main_reaching(tree, name)
+    return usage
+
+
+def _scopes(module: ast.Module) -> Iterator[list[ast.stmt]]:
+    """Statement lists whose assignments resolve names: the module and every function body."""
+    yield module.body
+    for node in ast.walk(module):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node.body
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of a scope in order, entering blocks but not nested functions or classes."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for attribute in ("body", "orelse", "finalbody"):
+            yield from _statements(getattr(statement, attribute, None) or [])
+        for handler in getattr(statement, "handlers", None) or []:
+            yield from _statements(handler.body)
+
+
+def _called_name(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _scan_scope(body: list[ast.stmt], name: str, constructs: set[str], usage: Usage) -> None:
+    literals: dict[str, Any] = {}
+    instances: dict[str, tuple[str, dict[str, Any]]] = {}  # variable -> (class or builder, constructor kwargs)
+    for statement in _statements(body):
+        for call in _calls_in(statement):
+            _record_call(call, name, constructs, literals, instances, usage)
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            target, value = statement.targets[0], statement.value
+            if isinstance(target, ast.Name):
+                literal = _literal(value, literals)
+                if literal is not _NO_LITERAL:
+                    literals[target.id] = literal
+                if isinstance(value, ast.Call) and _called_name(value):
+                    instances[target.id] = (_called_name(value), _kwargs(value, literals))
+
+
+def _calls_in(statement: ast.stmt) -> Iterator[ast.Call]:
+    """Calls in a statement, nested functions and classes excluded (they are scopes of their own)."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return
+    stack: list[ast.AST] = [statement]
+    while stack:
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                continue  # visited as statements of their own
+            if isinstance(child, ast.Call):
+                yield child
+            stack.append(child)
+
+
+def _record_call(call: ast.Call, name: str, constructs: set[str], literals: dict[str, Any], instances: dict[str, tuple[str, dict[str, Any]]], usage: Usage) -> None:
+    called = _called_name(call)
+    if called == name:
+        args = [_literal(a, literals) for a in call.args]
+        kwargs = _kwargs(call, literals)
+        if all(a is not _NO_LITERAL for a in args) and not any(isinstance(a, ast.Starred) for a in call.args):
+            entry = {"args": args, "kwargs": kwargs}
+            if entry not in usage.constructor_calls:
+                usage.constructor_calls.append(entry)
+        _record_arguments(call, instances, usage)
+    # An instance of the target called: `model(ids, use_cache=True)`.
+    if isinstance(call.func, ast.Name) and call.func.id in instances:
+        built_by = instances[call.func.id][0]
+        if built_by == name or built_by in constructs:
+            for keyword in call.keywords:
+                if keyword.arg is None:
+                    continue
+                if keyword.arg not in usage.keyword_names:
+                    usage.keyword_names.append(keyword.arg)
+                value = _literal(keyword.value, literals)
+                if value is not _NO_LITERAL:
+                    usage.call_keywords.setdefault(keyword.arg, value)
+
+
+def _record_arguments(call: ast.Call, instances: dict[str, tuple[str, dict[str, Any]]], usage: Usage) -> None:
+    """`train_epoch(model, ...)` after `model = Classifier(dim=8)`: argument i is a Classifier.
+    Recorded by position (`"0"`) and by keyword; the child maps positions to parameter names."""
+    positional = [(str(i), a) for i, a in enumerate(call.args)]
+    keywords = [(k.arg, k.value) for k in call.keywords if k.arg]
+    for key, value in positional + keywords:
+        if isinstance(value, ast.Name) and value.id in instances and value.id[:1] != "_":
+            built_by, kwargs = instances[value.id]
+            if built_by[:1].isupper():
+                usage.function_arguments.setdefault(key, {"class": built_by, "kwargs": kwargs})
+
+
+def _kwargs(call: ast.Call, literals: dict[str, Any]) -> dict[str, Any]:
+    found = {}
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            continue
+        value = _literal(keyword.value, literals)
+        if value is not _NO_LITERAL:
+            found[keyword.arg] = value
+    return found
+
+
+def _literal(node: ast.AST, literals: dict[str, Any]) -> Any:
+    if isinstance(node, ast.Name) and node.id in literals:
+        return literals[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _literal(node.operand, literals)
+        return -value if isinstance(value, (int, float)) and not isinstance(value, bool) else _NO_LITERAL
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Add, ast.FloorDiv)):
+        left, right = _literal(node.left, literals), _literal(node.right, literals)
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in (left, right)):
+            if isinstance(node.op, ast.Mult):
+                return left * right
+            if isinstance(node.op, ast.Add):
+                return left + right
+            return left // right if right else _NO_LITERAL
+        return _NO_LITERAL
+    if isinstance(node, (ast.Tuple, ast.List)):
+        items = [_literal(e, literals) for e in node.elts]
+        return _NO_LITERAL if any(i is _NO_LITERAL for i in items) else items
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _NO_LITERAL
+    return value if isinstance(value, (bool, int, float, str, type(None), list, tuple, dict)) else _NO_LITERAL
+
+
+# --- a main that reaches the target ----------------------------------------------------------------
+
+
+def main_entry(tree: ast.Module) -> tuple[str, Optional[list[ast.stmt]]]:
+    """("block", its statements) for `if __name__ == "__main__":`; ("function", [main's def]) for a
+    module-level `main()` without such a block; ("", None) otherwise."""
+    for node in tree.body:
+        if isinstance(node, ast.If) and _is_main_test(node.test):
+            return "block", node.body
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "main" and not _required(node):
+            return "function", [node]
+    return "", None
+
+
+def _is_main_test(test: ast.expr) -> bool:
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and any(
+        isinstance(s, ast.Constant) and s.value == "__main__" for s in sides
+    )
+
+
+def _required(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    args = function.args
+    positional = args.posonlyargs + args.args
+    return len(positional) > len(args.defaults) or any(d is None for d in args.kw_defaults)
+
+
+def _main_reaching(tree: ast.Module, name: str) -> str:
+    """Whether the file's main uses `name` (directly or through functions of the file it calls)
+    and runs a backward (`.backward(` or a function of the file that does)."""
+    kind, body = main_entry(tree)
+    if not kind or body is None:
+        return ""
+    functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    names, backward = set(), False
+    stack: list[ast.AST] = list(body)
+    visited: set[str] = set()
+    while stack:
+        node = stack.pop()
+        for child in ast.walk(node):
+            if isinstance(child, ast.Name):
+                names.add(child.id)
+                if child.id in functions and child.id not in visited:
+                    visited.add(child.id)
+                    stack.append(functions[child.id])
+            elif isinstance(child, ast.Attribute):
+                names.add(child.attr)
+                backward = backward or child.attr == "backward"
+    return kind if name in names and backward else ""
