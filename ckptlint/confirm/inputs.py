@@ -240,7 +240,8 @@ def search_inputs(
         return Inputs(lambda: ((), dict(project_keywords)), shown_keywords or "no arguments")
     layers = _layers(probe)
     hints = _hints(entry, [p.name for p in required])
-    per_parameter = [_candidates_for(p.name, hints.get(p.name), probe, layers) for p in required]
+    sequence_roles = any(role_of(p.name) in ("mask", "lengths", "pairwise") for p in required)
+    per_parameter = [_candidates_for(p.name, hints.get(p.name), probe, layers, sequence_roles) for p in required]
     started, attempts, last_error = time.monotonic(), 0, "no candidate input"
     found_at: Optional[tuple[tuple[_Candidate, ...], int, tuple[Any, ...]]] = None
     with ab.direct_calls(probe):
@@ -287,7 +288,9 @@ def _build(combination: Sequence[_Candidate], size: int, generator: torch.Genera
     return tuple(value for value, _ in built)
 
 
-def _candidates_for(parameter: str, hint: Optional[tuple[Optional[str], bool]], model: nn.Module, layers: list[tuple[str, nn.Module]]) -> list[_Candidate]:
+def _candidates_for(parameter: str, hint: Optional[tuple[Optional[str], bool]], model: nn.Module, layers: list[tuple[str, nn.Module]], sequence_roles: bool = False) -> list[_Candidate]:
+    """`sequence_roles`: another argument is a mask, lengths or pairwise features, so the model
+    reads sequences and features come as (batch, length, features) first."""
     path, listy = hint if hint else (None, False)
     ordered: list[nn.Module] = []
     if path:
@@ -306,7 +309,7 @@ def _candidates_for(parameter: str, hint: Optional[tuple[Optional[str], bool]], 
         if layer not in ordered:
             ordered.append(layer)
     tensors: list[_Candidate] = []
-    sequences = _is_sequence_model(model)
+    sequences = _is_sequence_model(model) or sequence_roles
     for layer in ordered:
         spec = (type(layer).__name__, repr(layer))
         if spec in seen_specs:
@@ -327,8 +330,9 @@ def _candidates_for(parameter: str, hint: Optional[tuple[Optional[str], bool]], 
 # --- static hints: which layer first consumes each forward parameter ------------------------------
 
 
-def _hints(entry: Any, parameters: Sequence[str]) -> dict[str, tuple[Optional[str], bool]]:
-    """parameter -> (submodule path that first consumes it, whether it is iterated/indexed)."""
+def _hints(entry: Any, parameters: Sequence[str], depth: int = 0) -> dict[str, tuple[Optional[str], bool]]:
+    """parameter -> (submodule path that first consumes it, whether it is iterated/indexed). A
+    parameter handed to another method of the model is followed into that method."""
     try:
         function = inspect.unwrap(getattr(entry, "__func__", entry))
         source = textwrap.dedent(inspect.getsource(function))
@@ -341,7 +345,28 @@ def _hints(entry: Any, parameters: Sequence[str]) -> dict[str, tuple[Optional[st
     walker = _HintWalker(parameters)
     for statement in definition.body:
         walker.statement(statement)
-    return {p: (walker.consumer.get(p), p in walker.listy) for p in parameters}
+    hints = {p: (walker.consumer.get(p), p in walker.listy) for p in parameters}
+    owner = getattr(entry, "__self__", None)
+    if depth < 3 and isinstance(owner, nn.Module):
+        for parameter, (path, listy) in hints.items():
+            method = getattr(owner, path, None) if path and "." not in path else None
+            if method is None or isinstance(method, nn.Module) or not inspect.ismethod(method):
+                continue
+            # `self.inner(x, temb)` (or checkpointed): what consumes the matching parameter there.
+            inner = _callee_parameter(method, walker.slot.get(parameter))
+            if inner is not None:
+                hints[parameter] = (_hints(method, [inner], depth + 1).get(inner, (None, False))[0], listy)
+    return hints
+
+
+def _callee_parameter(method: Any, slot: Optional[Any]) -> Optional[str]:
+    try:
+        names = [p.name for p in inspect.signature(method).parameters.values()]
+    except (TypeError, ValueError):
+        return None
+    if isinstance(slot, int):
+        return names[slot] if slot < len(names) else None
+    return slot if slot in names else None
 
 
 class _HintWalker:
@@ -349,6 +374,7 @@ class _HintWalker:
         self.origin = {p: p for p in parameters}  # local name -> parameter it derives from
         self.loop_modules: dict[str, str] = {}  # loop variable -> submodule container path
         self.consumer: dict[str, str] = {}
+        self.slot: dict[str, Any] = {}  # parameter -> its position (or keyword) in the consuming call
         self.listy: set[str] = set()
 
     def statement(self, node: ast.stmt) -> None:
@@ -411,11 +437,12 @@ class _HintWalker:
         module = self._module_of_call(node)
         if module is None:
             return
-        for argument in self._call_inputs(node):
+        for slot, argument in self._call_inputs(node):
             for name in self._free_names(argument):
                 parameter = self.origin.get(name)
                 if parameter is not None and parameter not in self.consumer:
                     self.consumer[parameter] = module
+                    self.slot[parameter] = slot
 
     def _free_names(self, node: ast.AST) -> set[str]:
         if isinstance(node, ast.Call) and self._module_of_call(node) is not None:
@@ -436,14 +463,16 @@ class _HintWalker:
             return self._module_of(call.args[0])
         return self._module_of(callee)
 
-    def _call_inputs(self, call: ast.Call) -> list[ast.expr]:
+    def _call_inputs(self, call: ast.Call) -> list[tuple[Any, ast.expr]]:
+        """(position or keyword, argument) of what the call feeds to the module or method."""
         callee = call.func
         called = callee.attr if isinstance(callee, ast.Attribute) else callee.id if isinstance(callee, ast.Name) else ""
+        keywords = [(k.arg, k.value) for k in call.keywords]
         if called == "checkpoint_sequential":
-            return call.args[2:3]
+            return [(0, a) for a in call.args[2:3]]
         if "checkpoint" in called:
-            return call.args[1:] + [k.value for k in call.keywords]
-        return call.args + [k.value for k in call.keywords]
+            return list(enumerate(call.args[1:])) + keywords
+        return list(enumerate(call.args)) + keywords
 
     def _module_of(self, node: ast.expr) -> Optional[str]:
         if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):

@@ -108,8 +108,9 @@ def usage_of(name: str, path: str, files: Sequence[str], tree: Optional[ast.Modu
             module = _parse(file, _mtime(file))
         if module is None:
             continue
+        globals_ = _module_literals(module)
         for scope in _scopes(module):
-            _scan_scope(scope, name, set(constructs), usage)
+            _scan_scope(scope, name, set(constructs), usage, dict(globals_))
     if tree is None:
         tree = _parse(own, _mtime(own))
     if tree is not None:
@@ -142,8 +143,18 @@ def _called_name(call: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
-def _scan_scope(body: list[ast.stmt], name: str, constructs: set[str], usage: Usage) -> None:
+def _module_literals(module: ast.Module) -> dict[str, Any]:
+    """Module-level `NAME = literal`: visible in every function of the module."""
     literals: dict[str, Any] = {}
+    for statement in module.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+            value = _literal(statement.value, literals)
+            if value is not _NO_LITERAL:
+                literals[statement.targets[0].id] = value
+    return literals
+
+
+def _scan_scope(body: list[ast.stmt], name: str, constructs: set[str], usage: Usage, literals: dict[str, Any]) -> None:
     instances: dict[str, tuple[str, dict[str, Any]]] = {}  # variable -> (class or builder, constructor kwargs)
     for statement in _statements(body):
         for call in _calls_in(statement):

@@ -1,0 +1,172 @@
+"""Joint input synthesis and constructor guessing on forward signatures with several roles, and
+the static reading of the project's own usage (no example factories anywhere)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+
+import pytest
+from confirm_helpers import confirm_all, finding, line_in
+
+from ckptlint.confirm import usage
+
+SHAPES = """\
+import math
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class PairBias(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x, dist, mask):
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d // self.heads) - dist[:, None]
+        scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
+        return x + self.out((scores.softmax(-1) @ v).transpose(1, 2).reshape(b, n, d))
+
+
+class ContactNet(nn.Module):
+    def __init__(self, dim, heads, depth):
+        super().__init__()
+        self.embed = nn.Linear(21, dim)
+        self.layers = nn.ModuleList([PairBias(dim, heads) for _ in range(depth)])
+
+    def forward(self, seq_onehot, dist, mask):
+        h = self.embed(seq_onehot)
+        for layer in self.layers:
+            h = checkpoint(layer, h, dist, mask)
+        return h
+
+
+class TembBlock(nn.Module):
+    def __init__(self, channels, temb_channels, groups=8):
+        super().__init__()
+        self.norm = nn.GroupNorm(groups, channels)
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+        self.time_emb_proj = nn.Linear(temb_channels, channels)
+
+    def inner(self, hidden_states, temb):
+        h = self.conv(F.silu(self.norm(hidden_states)))
+        return hidden_states + h + self.time_emb_proj(temb)[:, :, None, None]
+
+    def forward(self, hidden_states, temb):
+        return checkpoint(self.inner, hidden_states, temb)
+
+
+class PaddedEncoder(nn.Module):
+    def __init__(self, vocab_size, dim, heads):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, dim)
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+
+    def block(self, h, pad_mask):
+        return h + self.attn(h, h, h, key_padding_mask=pad_mask, need_weights=False)[0]
+
+    def forward(self, ids, pad_mask):
+        return checkpoint(self.block, self.embed(ids), pad_mask)
+
+
+class MelDenoiser(nn.Module):
+    def __init__(self, n_mels, dim):
+        super().__init__()
+        self.inp = nn.Linear(n_mels, dim)
+        self.time = nn.Linear(1, dim)
+        self.ff = nn.Sequential(nn.Linear(dim, dim), nn.GELU(), nn.Linear(dim, n_mels))
+
+    def forward(self, mel, time, mask):
+        h = self.inp(mel) + self.time(time[:, None, None].float())
+        h = checkpoint(self.ff, h) * mask[:, :, None]
+        return h
+"""
+
+# class -> what must have run: the guessed constructor and inputs whose shapes agree.
+EXPECTED = {
+    "ContactNet": r"ran ContactNet\(dim=32, heads=2, depth=2\) \(sizes guessed from the parameter names\) on seq_onehot=float32\[2, 6, 21\], dist=float32\[2, 6, 6\], mask=bool\[2, 6\]; input found on try \d+ \(dist as pairwise, mask as mask\)",
+    "TembBlock": r"ran TembBlock\(channels=32, temb_channels=32\) .* on hidden_states=float32\[2, 32, 32, 32\], temb=float32\[2, 32\]",
+    "PaddedEncoder": r"ran PaddedEncoder\(vocab_size=100, dim=32, heads=2\) .* on ids=int64\[2, 6\], pad_mask=bool\[2, 6\]",
+    "MelDenoiser": r"ran MelDenoiser\(n_mels=80, dim=32\) .* on mel=float32\[2, 6, 80\], time=int64\[2\], mask=bool\[2, 6\]; input found on try \d+ \(time as timesteps, mask as mask\)",
+}
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory):
+    pytest.importorskip("torch")
+    path = tmp_path_factory.mktemp("synthesis") / "shapes.py"
+    path.write_text(SHAPES)
+    findings = {name: finding(path, line_in(path, name, "checkpoint("), "CKPT006") for name in EXPECTED}
+    results = confirm_all(findings.values(), examples=[])
+    return {name: results[f] for name, f in findings.items()}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_arguments_with_roles_are_synthesised_together(verdicts, name):
+    confirmation = verdicts[name]
+    assert confirmation.verdict == "confirmed", confirmation
+    assert re.search(EXPECTED[name], confirmation.evidence[-1]), confirmation.evidence[-1]
+
+
+PROJECT = {
+    "model.py": """\
+        class Decoder:
+            def __init__(self, vocab_size, dim):
+                pass
+    """,
+    "train.py": """\
+        import torch
+        from model import Decoder
+
+        VOCAB = 256
+
+
+        def fit(net, optimizer, loader):
+            for ids in loader:
+                net(ids, use_cache=True, labels=ids).loss.backward()
+
+
+        def main():
+            width = 8 * 8
+            decoder = Decoder(vocab_size=VOCAB, dim=width)
+            optimizer = torch.optim.SGD(decoder.parameters(), lr=0.1)
+            fit(decoder, optimizer, [])
+            logits = decoder(torch.zeros(2, 3), use_cache=True, past_key_values=None)
+
+
+        if __name__ == "__main__":
+            main()
+    """,
+    "unrelated.py": """\
+        class Decoder:
+            pass
+
+        Decoder(vocab_size=1, dim=1)
+    """,
+}
+
+
+def test_usage_reads_construction_sites_keywords_and_calls(tmp_path):
+    for name, text in PROJECT.items():
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    files = usage.project_files(str(tmp_path / "model.py"), str(tmp_path))
+    decoder = usage.usage_of("Decoder", str(tmp_path / "model.py"), files)
+    # Names bound to literals are followed; a file that does not import `model` is not the project's use.
+    assert decoder.constructor_calls == [{"args": [], "kwargs": {"vocab_size": 256, "dim": 64}}]
+    assert decoder.call_keywords == {"use_cache": True, "past_key_values": None}
+    fit = usage.usage_of("fit", str(tmp_path / "train.py"), files)
+    assert fit.function_arguments["0"] == {"class": "Decoder", "kwargs": {"vocab_size": 256, "dim": 64}}
+    assert fit.main == "block"  # main() calls fit, which runs a backward
+
+
+def test_a_main_without_backward_is_no_target():
+    tree = ast.parse("def f(model):\n    return model(1)\n\nif __name__ == '__main__':\n    f(None)\n")
+    assert usage.main_entry(tree)[0] == "block"
+    assert usage._main_reaching(tree, "f") == ""
