@@ -5,13 +5,14 @@ writes nothing and `--fix` writes each changed file once."""
 from __future__ import annotations
 
 import difflib
-import tokenize
 import io
+import tokenize
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional
 
+from ckptlint import notebooks
 from ckptlint.findings import Edit, Finding, Fix, LintReport
-from ckptlint.fixes import LINE_BREAK
+from ckptlint.fixes import apply_edits
 from ckptlint.source import SourceError, decode, overlay, read_bytes
 
 # Rounds of lint-and-apply; fixes that keep producing new fixes stop here (ruff: 100).
@@ -39,7 +40,8 @@ def fix_until_stable(lint: Callable[[Optional[str]], LintReport], unsafe: bool, 
         for path, fixes in chosen.items():
             edits = [edit for _, fix in fixes for edit in fix.edits]
             if stdin is not None and path == stdin[0]:
-                outcome.stdin = apply_edits(outcome.stdin or "", edits)
+                text = outcome.stdin or ""
+                outcome.stdin = notebooks.apply(text.encode(), edits).decode() if notebooks.is_notebook(path) else apply_edits(text, edits)
             else:
                 data = outcome.after.get(path) or outcome.before.setdefault(path, read_bytes(path))
                 outcome.after[path] = _apply_to_file(path, data, edits)
@@ -78,24 +80,9 @@ def _overlap(a: Fix, b: Fix) -> bool:
     )
 
 
-def apply_edits(text: str, edits: Iterable[Edit]) -> str:
-    """`text` with non-overlapping edits applied (positions in `text`; equal edits applied once)."""
-    starts = [0] + [match.end() for match in LINE_BREAK.finditer(text)]
-
-    def offset(line: int, column: int) -> int:
-        return min(starts[line - 1] + column - 1, len(text)) if line <= len(starts) else len(text)
-
-    pieces = []
-    position = len(text)
-    for edit in sorted(set(edits), reverse=True):
-        start, end = offset(edit.line, edit.column), offset(edit.end_line, edit.end_column)
-        pieces += [text[end:position], edit.content]
-        position = start
-    pieces.append(text[:position])
-    return "".join(reversed(pieces))
-
-
 def _apply_to_file(path: str, data: bytes, edits: list[Edit]) -> bytes:
+    if notebooks.is_notebook(path):
+        return notebooks.apply(data, edits)
     text = decode(path, data).text
     encoding = _encoding(data)
     return apply_edits(text, edits).encode(encoding)
@@ -109,6 +96,8 @@ def _encoding(data: bytes) -> str:
 
 
 def unified_diff(path: str, before: bytes, after: bytes) -> str:
+    if notebooks.is_notebook(path):
+        return notebooks.unified_diffs(path, before, after)
     old = decode(path, before).text.splitlines(keepends=True)
     new = decode(path, after).text.splitlines(keepends=True)
     lines = difflib.unified_diff(old, new, fromfile=f"a/{path}", tofile=f"b/{path}")
@@ -126,3 +115,31 @@ def write(outcome: Outcome) -> list[str]:
         with open(path, "wb") as handle:
             handle.write(data)
     return skipped
+
+
+def add_noqa(findings: Iterable[Finding]) -> tuple[Outcome, int, list[tuple[str, int]]]:
+    """`# noqa: CODES` on the line each finding reports (--add-noqa): the contents to write, the
+    number of lines given a directive, and the (path, line) pairs that cannot take a comment."""
+    from ckptlint.suppression import noqa_edits
+
+    wanted: dict[str, dict[tuple[Optional[int], int], set[str]]] = {}
+    for finding in findings:
+        wanted.setdefault(finding.path, {}).setdefault((finding.cell, finding.line), set()).add(finding.code)
+    outcome = Outcome(LintReport())
+    added, skipped = 0, []
+    for path, lines in wanted.items():
+        data = read_bytes(path)
+        source = decode(path, data)
+        # Work on the text that was linted (a notebook's joined cells), then place edits in cells.
+        starts = dict(source.cells or ())
+        joined = {(starts[cell] + line - 1 if cell else line): codes for (cell, line), codes in lines.items()}
+        edits, blocked = noqa_edits(source.text, joined)
+        skipped += [(path, line) for line in blocked]
+        if not edits:
+            continue
+        if source.cells:
+            edits = [notebooks.relocate_edit(edit, source.cells) for edit in edits]
+        outcome.before[path] = data
+        outcome.after[path] = _apply_to_file(path, data, edits)
+        added += len(edits)
+    return outcome, added, skipped

@@ -106,6 +106,7 @@ def main() -> None:
 @click.option("--show-fixes/--no-show-fixes", "show_fixes", default=None, help="List the fixes applied.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff and write nothing (exit 1 when there would be changes). Implies --fix-only.")
 @click.option("--fix-only/--no-fix-only", "fix_only", default=False, help="Apply fixes without reporting what remains (exit 0 unless a file could not be checked).")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding (merged into an existing noqa comment).")
 def check(
     paths: tuple[str, ...],
     select: tuple[str, ...],
@@ -137,6 +138,7 @@ def check(
     show_fixes: Optional[bool],
     diff: bool,
     fix_only: bool,
+    add_noqa: bool,
 ) -> None:
     """Lint PATHS (files, directories, or - for stdin; default: the current directory)."""
     from ckptlint.engine import lint
@@ -170,6 +172,8 @@ def check(
         raise _fail(str(error))
     unsafe = settings.unsafe_fixes if unsafe_fixes is None else unsafe_fixes
     fixing = diff or fix_only or (settings.fix if fix is None else fix)
+    if add_noqa and (fix or diff or fix_only or stdin is not None):
+        raise _fail("--add-noqa works on files, without --fix, --fix-only or --diff")
 
     def run(stdin_text: Optional[str]) -> LintReport:
         return lint(paths, settings, versions, jobs=jobs, cache=cache, stdin=(stdin[0], stdin_text) if stdin else None)
@@ -189,6 +193,8 @@ def check(
         show_source=show_source, statistics=statistics, quiet=quiet, unsafe_fixes=unsafe,
         show_fixes=settings.show_fixes if show_fixes is None else show_fixes,
     )  # fmt: skip
+    if add_noqa:
+        _add_noqa(report)
     if fixing:
         _finish_fixes(outcome, options, diff=diff, fix_only=fix_only, stdin=stdin)
         if diff or fix_only:
@@ -215,6 +221,21 @@ def check(
         for error in report.errors:
             click.echo(f"{error.path}: error: {error.message}", err=True)
     raise click.exceptions.Exit(_exit_code(report, exit_zero))
+
+
+def _add_noqa(report: LintReport) -> None:
+    """ruff's --add-noqa: write the directives, say how many, exit 0 (2 when a file had an error)."""
+    from ckptlint.autofix import add_noqa, write
+    from ckptlint.findings import FileError
+
+    outcome, added, skipped = add_noqa(report.findings)
+    report.errors.extend(FileError(path, "changed on disk while ckptlint added noqa comments: left as it is") for path in write(outcome))
+    for path, line in skipped:
+        click.echo(f"{path}:{line}: warning: no noqa comment added: the line ends inside a string or a backslash continues it", err=True)
+    for error in report.errors:
+        click.echo(f"{error.path}: error: {error.message}", err=True)
+    click.echo(f"Added {added} noqa directive(s).", err=True)
+    raise click.exceptions.Exit(EXIT_ERROR if report.errors else EXIT_CLEAN)
 
 
 def _finish_fixes(outcome, options: RenderOptions, *, diff: bool, fix_only: bool, stdin: Optional[tuple[str, str]]) -> None:
@@ -255,13 +276,14 @@ def _exit_code(report: LintReport, exit_zero: bool) -> int:
 
 
 def _line_reader(stdin: Optional[tuple[str, str]]):
+    from ckptlint.notebooks import NotebookError, cell_lines
+
     @lru_cache(maxsize=64)
-    def read_lines(path: str) -> Optional[list[str]]:
-        if stdin is not None and path == stdin[0]:
-            return stdin[1].splitlines()
+    def read_lines(path: str, cell: Optional[int]) -> Optional[list[str]]:
         try:
-            return Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
+            data = stdin[1].encode() if stdin is not None and path == stdin[0] else Path(path).read_bytes()
+            return data.decode("utf-8", errors="replace").splitlines() if cell is None else cell_lines(data, cell)
+        except (OSError, NotebookError):
             return None
 
     return read_lines

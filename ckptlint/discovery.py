@@ -13,7 +13,7 @@ from ckptlint.cache import TAG_NAME, is_tagged
 if TYPE_CHECKING:
     from ckptlint.config import Settings
 
-_PYTHON_SUFFIXES = (".py", ".pyi")
+_PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")  # notebooks too, as ruff lints them
 
 
 @dataclass(frozen=True)

@@ -117,9 +117,9 @@ def _lint(
         for data in sorted(result["findings"], key=lambda f: f["message"]):
             finding = Finding.from_dict(data)
             # A callee checkpointed from several sites is one problem at one place: report it once.
-            findings.setdefault((finding.path, finding.line, finding.column, finding.code), finding)
+            findings.setdefault((finding.path, finding.cell, finding.line, finding.column, finding.code), finding)
         report.unresolved_sites += result["unresolved"]
-    report.findings = sorted(findings.values(), key=lambda f: (f.path, f.line, f.column, f.code))
+    report.findings = sorted(findings.values(), key=lambda f: (f.path, f.cell or 0, f.line, f.column, f.code))
     report.errors.sort()
     return report
 
@@ -195,7 +195,10 @@ def _read(paths: Sequence[str], settings: Settings, stdin: Optional[tuple[str, s
             report.errors.append(FileError(shown, str(error)))
     if stdin is not None:
         filename, text = stdin
-        units.append(_unit(decode(filename, text.encode()), Path(filename)))
+        try:
+            units.append(_unit(decode(filename, text.encode()), Path(filename)))
+        except SourceError as error:  # a notebook that is not one
+            report.errors.append(FileError(filename, str(error)))
     return units
 
 
@@ -494,6 +497,7 @@ def _findings(model: FileModel, source: Source, group: list, settings: Settings,
     if not group or Suppressions.disables_file(source.text):
         return []
     from ckptlint.fixes import anchors, lines_of, newline_of, plan_nodes, to_fix
+    from ckptlint.notebooks import relocate
 
     plans = [plan for _, d in group for plan in d.fixes]
     anchored = anchors(model.tree, plans) if plans else {}
@@ -517,6 +521,8 @@ def _findings(model: FileModel, source: Source, group: list, settings: Settings,
             severity=settings.severity_for(rule.code, diagnostic.severity or rule.severity),
             fixes=tuple(fix for fix in (to_fix(plan, positions, anchored, lines, newline) for plan in diagnostic.fixes) if fix),
         )
+        if source.cells:
+            finding = relocate(finding, source.cells)
         found.append(finding.to_dict())
     return found
 

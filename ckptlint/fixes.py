@@ -337,3 +337,20 @@ def _minimal_edit(where: Position, old: str, new: str, newline: str) -> Edit:
 def _advance(line: int, column: int, text: str) -> tuple[int, int]:
     breaks = text.count("\n")
     return (line + breaks, len(text) - text.rfind("\n") - 1) if breaks else (line, column + len(text))
+
+
+def apply_edits(text: str, edits: Iterable[Edit]) -> str:
+    """`text` with non-overlapping edits applied (positions in `text`; equal edits applied once)."""
+    starts = [0] + [match.end() for match in LINE_BREAK.finditer(text)]
+
+    def offset(line: int, column: int) -> int:
+        return min(starts[line - 1] + column - 1, len(text)) if line <= len(starts) else len(text)
+
+    pieces = []
+    position = len(text)
+    for edit in sorted(set(edits), reverse=True):
+        start, end = offset(edit.line, edit.column), offset(edit.end_line, edit.end_column)
+        pieces += [text[end:position], edit.content]
+        position = start
+    pieces.append(text[:position])
+    return "".join(reversed(pieces))

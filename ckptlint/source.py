@@ -8,7 +8,9 @@ import os
 import tokenize
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Optional
+
+from ckptlint.notebooks import NotebookError, is_notebook, python_source
 
 
 class SourceError(Exception):
@@ -20,6 +22,8 @@ class Source:
     path: str
     text: str
     digest: str
+    # A notebook's code cells: (cell number, first line in `text`) each; None for a Python file.
+    cells: Optional[tuple[tuple[int, int], ...]] = None
 
 
 def digest_of(data: bytes) -> str:
@@ -27,6 +31,12 @@ def digest_of(data: bytes) -> str:
 
 
 def decode(path: str, data: bytes) -> Source:
+    if is_notebook(path):
+        try:
+            text, cells = python_source(data)
+        except NotebookError as error:
+            raise SourceError(str(error)) from None
+        return Source(path, text, digest_of(data), cells)
     try:
         try:
             encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)

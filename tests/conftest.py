@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Optional
@@ -27,15 +28,26 @@ def codes(report: LintReport) -> list[tuple[int, str]]:
     return [(f.line, f.code) for f in report.findings]
 
 
-def expected_marks(paths) -> set[tuple[str, int, str]]:
+def expected_marks(paths) -> set[tuple[str, object, str]]:
+    """(path, line, code) per mark; in a notebook the line is (cell, line in the cell)."""
     marks = set()
     for path in paths:
-        for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        for where, line in _numbered_lines(Path(path)):
             match = EXPECT.search(line)
             if match:
                 for code in match.group("codes").replace(",", " ").split():
-                    marks.add((str(path), number, code))
+                    marks.add((str(path), where, code))
     return marks
+
+
+def _numbered_lines(path: Path):
+    if path.suffix != ".ipynb":
+        yield from enumerate(path.read_text().splitlines(), start=1)
+        return
+    for cell, data in enumerate(json.loads(path.read_text())["cells"], start=1):
+        source = data["source"] if isinstance(data["source"], str) else "".join(data["source"])
+        for number, line in enumerate(source.splitlines(), start=1):
+            yield (cell, number), line
 
 
 @pytest.fixture

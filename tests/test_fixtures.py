@@ -16,8 +16,9 @@ def test_fixture_findings_match_expect_marks(monkeypatch):
     settings = Settings()
     report = lint(["fixtures"], settings, resolve_versions(settings, None, "2.13", "5.23"), jobs=1)
     assert report.errors == []
-    found = {(os.path.abspath(f.path), f.line, f.code) for f in report.findings}
-    marks = {(os.path.abspath(p), line, code) for p, line, code in expected_marks(sorted(FIXTURES.rglob("*.py")))}
+    found = {(os.path.abspath(f.path), f.line if f.cell is None else (f.cell, f.line), f.code) for f in report.findings}
+    fixtures = sorted([*FIXTURES.rglob("*.py"), *FIXTURES.rglob("*.ipynb")])
+    marks = {(os.path.abspath(p), line, code) for p, line, code in expected_marks(fixtures)}
     assert found - marks == set(), "unexpected findings"
     assert marks - found == set(), "missed findings"
     assert len(marks) >= 15

@@ -65,7 +65,7 @@ def make_report(**overrides: Any) -> LintReport:
     return LintReport(**fields)
 
 
-def read_lines(path: str) -> Optional[list[str]]:
+def read_lines(path: str, cell: Optional[int] = None) -> Optional[list[str]]:
     return SOURCE if path == "model.py" else None
 
 
@@ -113,14 +113,14 @@ def test_text_gutter_width_follows_line_number() -> None:
     finding = Finding("one.py", 2, 1, 2, 4, "CKPT006", "m", "h", Severity.ERROR)
     report = make_report(findings=[finding], errors=[])
     options = RenderOptions(quiet=True)
-    out = render("text", report, RULES, options, lambda _: ["", "abcdef"], rule_doc)
+    out = render("text", report, RULES, options, lambda _, __: ["", "abcdef"], rule_doc)
     assert out.splitlines()[1:] == ["  |", "2 | abcdef", "  | ^^^", "  |", "  = help: h"]
 
 
 def test_text_tabs_are_kept_in_caret_padding() -> None:
     finding = Finding("model.py", 1, 3, 1, 5, "CKPT006", "m", "h", Severity.ERROR)
     report = make_report(findings=[finding], errors=[])
-    out = render("text", report, RULES, RenderOptions(), lambda _: ["\t x()"], rule_doc)
+    out = render("text", report, RULES, RenderOptions(), lambda _, __: ["\t x()"], rule_doc)
     assert "1 | \t x()\n  | \t ^^\n" in out
 
 

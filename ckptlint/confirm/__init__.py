@@ -60,6 +60,9 @@ def confirm(
         if finding.path == "-":
             confirmations[finding] = _confirmation(COULD_NOT_RUN, ("the code was read from stdin without --stdin-filename: name its file to run it",), "", "", NEEDS_EXAMPLE)
             continue
+        if finding.cell is not None:
+            confirmations[finding] = _confirmation(COULD_NOT_RUN, ("--confirm does not run notebooks: move the code into a module (`jupyter nbconvert --to script`) and confirm that",), finding.path, "")
+            continue
         target = targets.resolve(path, finding.line, example_files, texts.get(path))
         if isinstance(target, targets.Unrunnable):
             label = f"{finding.path}::{target.label}" if target.label else finding.path

@@ -39,8 +39,14 @@ class RenderOptions:
 
 
 # Runtime aliases, so spelled with Optional for Python 3.9.
-ReadLines = Callable[[str], Optional[list[str]]]
+# (path, notebook cell or None) -> the lines the finding's line numbers count.
+ReadLines = Callable[[str, Optional[int]], Optional[list[str]]]
 RuleDoc = Callable[[str], Optional[str]]
+
+
+def location(path: str, cell: Optional[int]) -> str:
+    """`path` or `path:cell N`, the prefix of `line:column` in messages (ruff's notebook spelling)."""
+    return path if cell is None else f"{path}:cell {cell}"
 
 
 def normalize_path(path: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ckptlint.findings import LintReport, Severity
-from ckptlint.reporters import normalize_path
+from ckptlint.reporters import location, normalize_path
 
 _COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
@@ -31,7 +31,7 @@ def render(report: LintReport) -> str:
             "endColumn": f.end_column,
         }
         joined = ",".join(f"{key}={_escape_property(str(value))}" for key, value in props.items())
-        text = f"{path}:{f.line}:{f.column}: {f.code} {f.message}"
+        text = f"{location(path, f.cell)}:{f.line}:{f.column}: {f.code} {f.message}"
         confirmation = report.confirmations.get(f)
         if confirmation is not None:  # only with --confirm
             cause = f" ({confirmation.cause})" if confirmation.cause else ""

@@ -67,9 +67,14 @@ def render(report: LintReport, rules: Sequence[RuleMeta], rule_doc: RuleDoc) -> 
         }
         if f.fixes:
             result["fixes"] = [_fix(f.path, fix) for fix in f.fixes]
+        properties = {}
+        if f.cell is not None:  # lines count from the start of that notebook cell
+            properties["cell"] = f.cell
         confirmation = report.confirmations.get(f)
         if confirmation is not None:  # only with --confirm
-            result["properties"] = {"confirmation": confirmation_object(confirmation)}
+            properties["confirmation"] = confirmation_object(confirmation)
+        if properties:
+            result["properties"] = properties
         # ruleIndex must point into driver.rules; omit it for codes not listed there.
         if f.code in index:
             result["ruleIndex"] = index[f.code]

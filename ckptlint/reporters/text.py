@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Optional, Sequence
 
 from ckptlint.findings import CAUSES, COULD_NOT_RUN, VERDICTS, Confirmation, Finding, LintReport, Severity
-from ckptlint.reporters import ReadLines, RenderOptions, RuleMeta
+from ckptlint.reporters import ReadLines, RenderOptions, RuleMeta, location
 
 _SEVERITY_SGR = {Severity.ERROR: "31", Severity.WARNING: "33", Severity.INFO: "36"}
 _BOLD, _DIM = "1", "2"
@@ -47,7 +47,7 @@ def render(
 def _finding(f: Finding, options: RenderOptions, read_lines: ReadLines, paint: _Painter, confirmation: Optional[Confirmation] = None) -> list[str]:
     code = paint(f.code, _BOLD, _SEVERITY_SGR[f.severity])
     marker = " [*]" if f.fix_for(options.unsafe_fixes) else ""
-    header = f"{paint(f.path, _BOLD)}:{f.line}:{f.column}: {code}{marker} {f.message}"
+    header = f"{paint(location(f.path, f.cell), _BOLD)}:{f.line}:{f.column}: {code}{marker} {f.message}"
     verdict = _verdict(confirmation, paint) if confirmation else ""
     skeleton = confirmation.example.splitlines() if confirmation else []
     fix = f.shown_fix(options.unsafe_fixes)
@@ -60,7 +60,7 @@ def _finding(f: Finding, options: RenderOptions, read_lines: ReadLines, paint: _
     width = len(str(f.line))
     gutter = paint(" " * width + " |", _DIM)
     block = [header]
-    source = read_lines(f.path)
+    source = read_lines(f.path, f.cell)
     if source is not None and 1 <= f.line <= len(source):
         text = source[f.line - 1]
         # Multi-line spans are underlined to the end of their first line only.
