@@ -6,19 +6,21 @@ outputs or metadata."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from bisect import bisect_right
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Optional
 
-from ckptlint.findings import Edit, Finding, Fix
+from ckptlint.findings import Confirmation, Edit, Finding, Fix
 
 SUFFIX = ".ipynb"
 # Cell magics whose body is Python: the cell is linted without its `%%` line; other cell magics
 # (%%bash, %%html, %%writefile, ...) make the cell something else, and it is skipped.
 _PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug"})
-# `%magic`, `!shell`, `?obj`, `obj?`, `x = !cmd`, `x = %magic` at the start of a logical line.
-_ESCAPE = re.compile(r"\s*(?:[%!]|\?{1,2}[\w.]|[\w.]+\?{1,2}\s*$|[\w.]+\s*=\s*[%!])")
+# `%magic`, `!shell`, `?obj`, `obj?` at the start of a logical line; and `x = !cmd`, `x = %magic`.
+_ESCAPE = re.compile(r"\s*(?:[%!]|\?{1,2}[\w.]|[\w.]+\?{1,2}\s*$)")
+_CAPTURE = re.compile(r"(\s*[\w.]+\s*=\s*)([%!])")
 
 
 class NotebookError(ValueError):
@@ -143,8 +145,9 @@ def _text(source: Any) -> str:
 
 
 def _cell_code(cell: dict[str, Any]) -> Optional[str]:
-    """The cell's code with every IPython escape line replaced by `pass` (same line count and
-    indentation, so positions map one to one); None for cells that are not Python."""
+    """The cell's code with every IPython escape line replaced by `pass`, and `x = !cmd` by
+    `x = []` (`x = %magic`: `x = None`), so that positions map one to one and `--confirm` can run
+    it; None for cells that are not Python."""
     if cell.get("cell_type") != "code":
         return None
     text = _text(cell.get("source", ""))
@@ -164,10 +167,14 @@ def _blank_escapes(lines: list[str]) -> list[str]:
     scanner = _Scanner()
     out = []
     for line in lines:
-        if scanner.at_statement_start() and _ESCAPE.match(line) and not line.lstrip().startswith("#"):
-            indent = line[: len(line) - len(line.lstrip())]
-            out.append(f"{indent}pass")
-            continue
+        if scanner.at_statement_start() and not line.lstrip().startswith("#"):
+            capture = _CAPTURE.match(line)
+            if capture is not None:
+                out.append(capture.group(1) + ("[]" if capture.group(2) == "!" else "None"))
+                continue
+            if _ESCAPE.match(line):
+                out.append(line[: len(line) - len(line.lstrip())] + "pass")
+                continue
         scanner.feed(line)
         out.append(line)
     return out
@@ -219,3 +226,58 @@ def _dump(notebook: dict[str, Any], original: str) -> bytes:
     indent = len(indent_match.group(1)) if indent_match else None
     text = json.dumps(notebook, indent=indent, ensure_ascii="\\u" in original and not re.search(r"[^\x00-\x7f]", original))
     return (text + ("\n" if original.endswith("\n") else "")).encode("utf-8")
+
+
+# --- --confirm: a notebook runs as the module of its joined code ---------------------------------
+
+
+@dataclass
+class Runs:
+    """Notebook findings as `--confirm` runs them."""
+
+    moved: dict[Finding, Finding] = field(default_factory=dict)  # as reported -> in the joined code
+    cells: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)  # path -> its cells
+
+
+def runnable_findings(findings: Iterable[Finding], texts: dict[str, str]) -> Runs:
+    """Each notebook finding moved into the joined code, whose text goes into `texts` (absolute
+    path -> the code `--confirm` runs instead of the file)."""
+    from ckptlint.source import SourceError, read_source
+
+    runs = Runs()
+    for finding in findings:
+        if finding.cell is None:
+            continue
+        path = os.path.abspath(finding.path)
+        if path not in runs.cells:
+            try:
+                source = read_source(finding.path)
+            except SourceError:
+                continue
+            texts.setdefault(path, source.text)
+            runs.cells[path] = source.cells or ()
+        first = dict(runs.cells[path]).get(finding.cell)
+        if first is not None:
+            runs.moved[finding] = replace(finding, cell=None, line=finding.line + first - 1, end_line=finding.end_line + first - 1)
+    return runs
+
+
+def confirmations_in_cells(confirmations: dict[Finding, Confirmation], runs: Runs) -> dict[Finding, Confirmation]:
+    """Verdicts keyed by the findings as reported; `nb.ipynb:LINE` in the evidence (a line of the
+    joined code) spelled `nb.ipynb:cell N:LINE`."""
+    back = {run: original for original, run in runs.moved.items()}
+    out = {}
+    for finding, confirmation in confirmations.items():
+        original = back.get(finding, finding)
+        if original is not finding:
+            cells = runs.cells[os.path.abspath(original.path)]
+            name = re.escape(os.path.basename(original.path))
+
+            def in_cell(match: re.Match[str], cells: tuple[tuple[int, int], ...] = cells) -> str:
+                cell, first = _cell_at(int(match.group(2)), cells)
+                return f"{match.group(1)}:cell {cell}:{int(match.group(2)) - first + 1}"
+
+            evidence = tuple(re.sub(rf"({name}):(\d+)", in_cell, item) for item in confirmation.evidence)
+            confirmation = replace(confirmation, evidence=evidence)
+        out[original] = confirmation
+    return out

@@ -121,3 +121,16 @@ def test_pre_commit_hook_covers_notebooks():
 
     (hook,) = yaml.safe_load((FIXTURES.parent / ".pre-commit-hooks.yaml").read_text())
     assert "jupyter" in hook["types_or"]
+
+
+def test_confirm_runs_the_notebook_and_names_cells(monkeypatch):
+    import pytest
+
+    pytest.importorskip("torch")
+    monkeypatch.chdir(FIXTURES.parent)
+    findings = json.loads(run("fixtures/cifar_notebook.ipynb", "--confirm", "--format", "json").stdout)["findings"]
+    assert [(f["cell"], f["line"], f["code"], f["confirmation"]["verdict"]) for f in findings] == [
+        (3, 29, "CKPT001", "confirmed"), (3, 29, "CKPT006", "confirmed"), (3, 31, "CKPT001", "confirmed"), (3, 31, "CKPT006", "confirmed"),
+    ]  # fmt: skip
+    assert "checkpoint at cifar_notebook.ipynb:cell 3:29 ran with use_reentrant omitted" in " ".join(findings[1]["confirmation"]["evidence"])
+    assert findings[0]["confirmation"]["target"] == "fixtures/cifar_notebook.ipynb::CIFAR10Model"

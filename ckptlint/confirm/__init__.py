@@ -16,6 +16,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
+from ckptlint import notebooks
 from ckptlint.confirm import targets
 from ckptlint.confirm.registry import example
 from ckptlint.findings import COULD_NOT_RUN, NEEDS_EXAMPLE, Confirmation, Finding, LintReport
@@ -55,13 +56,12 @@ def confirm(
     texts = {os.path.abspath(path): text for path, text in (sources or {}).items()}
     confirmations: dict[Finding, Confirmation] = {}
     groups: dict[targets.Target, list[Finding]] = {}
-    for finding in report.findings:
+    # A notebook runs as the module of its joined code cells; its findings move to that code.
+    in_notebooks = notebooks.runnable_findings(report.findings, texts)
+    for finding in (in_notebooks.moved.get(f, f) for f in report.findings):
         path = os.path.abspath(finding.path)
         if finding.path == "-":
             confirmations[finding] = _confirmation(COULD_NOT_RUN, ("the code was read from stdin without --stdin-filename: name its file to run it",), "", "", NEEDS_EXAMPLE)
-            continue
-        if finding.cell is not None:
-            confirmations[finding] = _confirmation(COULD_NOT_RUN, ("--confirm does not run notebooks: move the code into a module (`jupyter nbconvert --to script`) and confirm that",), finding.path, "")
             continue
         target = targets.resolve(path, finding.line, example_files, texts.get(path))
         if isinstance(target, targets.Unrunnable):
@@ -83,6 +83,7 @@ def confirm(
             confirmations[finding] = _confirmation(
                 verdict["verdict"], evidence, label, result.get("device", ""), verdict.get("cause", ""), verdict.get("example", "")
             )
+    confirmations = notebooks.confirmations_in_cells(confirmations, in_notebooks)
     report.confirmations.update(confirmations)
     return confirmations
 

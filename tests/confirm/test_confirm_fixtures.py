@@ -88,10 +88,7 @@ def test_every_bad_fixture_is_confirmed(cli_document, monkeypatch):
         assert set(confirmation) == {"verdict", "evidence", "target", "device", "cause", "example"}
         where = f"{name}:{f['line']} {f['code']}: {confirmation}"
         missing = _missing_module(f["path"])
-        if name.endswith(".ipynb"):
-            assert confirmation["verdict"] == "could not run", where
-            assert confirmation["evidence"][0].startswith("--confirm does not run notebooks"), where
-        elif name in NO_EXAMPLE:
+        if name in NO_EXAMPLE:
             assert confirmation["verdict"] == "could not run", where
             assert "@ckptlint.example(" in confirmation["evidence"][0], where
         elif missing:
