@@ -106,6 +106,8 @@ def main() -> None:
 @click.option("--show-fixes/--no-show-fixes", "show_fixes", default=None, help="List the fixes applied.")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff and write nothing (exit 1 when there would be changes). Implies --fix-only.")
 @click.option("--fix-only/--no-fix-only", "fix_only", default=False, help="Apply fixes without reporting what remains (exit 0 unless a file could not be checked).")
+@click.option("--baseline", "baseline_file", type=click.Path(dir_okay=False), help="Report only findings not listed in this baseline file (JSON).")
+@click.option("--update-baseline", is_flag=True, help="With --baseline: write the current findings into the file instead of reporting them.")
 @click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding (merged into an existing noqa comment).")
 def check(
     paths: tuple[str, ...],
@@ -138,6 +140,8 @@ def check(
     show_fixes: Optional[bool],
     diff: bool,
     fix_only: bool,
+    baseline_file: Optional[str],
+    update_baseline: bool,
     add_noqa: bool,
 ) -> None:
     """Lint PATHS (files, directories, or - for stdin; default: the current directory)."""
@@ -174,6 +178,9 @@ def check(
     fixing = diff or fix_only or (settings.fix if fix is None else fix)
     if add_noqa and (fix or diff or fix_only or stdin is not None):
         raise _fail("--add-noqa works on files, without --fix, --fix-only or --diff")
+    if update_baseline and (not baseline_file or fixing or add_noqa):
+        raise _fail("--update-baseline needs --baseline FILE, and no --fix, --diff or --add-noqa")
+    baseline = _baseline(baseline_file, update_baseline)
 
     def run(stdin_text: Optional[str]) -> LintReport:
         return lint(paths, settings, versions, jobs=jobs, cache=cache, stdin=(stdin[0], stdin_text) if stdin else None)
@@ -201,6 +208,13 @@ def check(
             raise click.exceptions.Exit(EXIT_ERROR if report.errors else EXIT_FINDINGS if diff and report.fixed else EXIT_CLEAN)
         if stdin is not None:  # what remains is reported on the fixed text
             stdin = (stdin[0], outcome.stdin or "")
+    if baseline is not None:
+        read_lines = _line_reader(stdin)
+        if update_baseline:
+            written = baseline.write(report.findings, read_lines)
+            click.echo(f"Wrote {written} finding(s) to the baseline {baseline_file}.", err=True)
+            raise click.exceptions.Exit(EXIT_ERROR if report.errors else EXIT_CLEAN)
+        report.findings, report.baselined, report.stale = baseline.split(report.findings, read_lines)
     if confirm_findings and report.findings:
         from ckptlint.confirm import confirm
 
@@ -221,6 +235,17 @@ def check(
         for error in report.errors:
             click.echo(f"{error.path}: error: {error.message}", err=True)
     raise click.exceptions.Exit(_exit_code(report, exit_zero))
+
+
+def _baseline(path: Optional[str], update: bool):
+    if path is None:
+        return None
+    from ckptlint.baseline import Baseline, BaselineError
+
+    try:
+        return Baseline(Path(path)) if update else Baseline.load(Path(path))
+    except BaselineError as error:
+        raise _fail(str(error))
 
 
 def _add_noqa(report: LintReport) -> None:

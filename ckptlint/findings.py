@@ -104,6 +104,16 @@ NEEDS_PACKAGE, NEEDS_EXAMPLE, CRASHED = "needs a package", "needs an example", "
 CAUSES = (NEEDS_PACKAGE, NEEDS_EXAMPLE, CRASHED)
 
 
+@dataclass(frozen=True)
+class StaleEntry:
+    """A baseline entry no finding matched any more (fixed, or the code changed)."""
+
+    code: str
+    path: str  # as the baseline spells it
+    line: int  # where it was when the baseline was written
+    count: int
+
+
 @dataclass
 class LintReport:
     findings: list[Finding] = field(default_factory=list)
@@ -115,3 +125,6 @@ class LintReport:
     confirmations: dict[Finding, Confirmation] = field(default_factory=dict)
     # Filled by `--fix` (or `--diff`: would be): the findings whose fix was applied, as first found.
     fixed: list[Finding] = field(default_factory=list)
+    # With --baseline: how many findings it hid, and its entries that matched nothing.
+    baselined: int = 0
+    stale: list[StaleEntry] = field(default_factory=list)

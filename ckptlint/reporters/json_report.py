@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any, Optional
 
 from ckptlint import __version__
@@ -16,6 +17,8 @@ def render(report: LintReport, unsafe_fixes: bool = False) -> str:
         "findings": [_finding(f, report.confirmations.get(f), unsafe_fixes) for f in report.findings],
         "errors": [{"path": e.path, "message": e.message} for e in report.errors],
     }
+    if report.baselined or report.stale:  # only with --baseline
+        document["baseline"] = {"hidden": report.baselined, "stale": [asdict(e) for e in report.stale]}
     return json.dumps(document, indent=2) + "\n"
 
 

@@ -104,6 +104,9 @@ def _statistics(report: LintReport, rules: Sequence[RuleMeta], paint: _Painter, 
         lines.append(f"{n:>{count_width}}  {label}  {'[*] ' if code in fixable else ''}{names.get(code, '')}".rstrip())
     if report.unresolved_sites:
         lines.append(f"{report.unresolved_sites} checkpoint sites could not be resolved")
+    if report.stale:
+        lines.append(f"{sum(e.count for e in report.stale)} baseline entries match no finding any more (fixed or changed; --update-baseline drops them):")
+        lines += [f"  {e.path}:{e.line}: {e.code}" + (f" (x{e.count})" if e.count > 1 else "") for e in report.stale]
     return lines
 
 
@@ -134,6 +137,8 @@ def _summary(report: LintReport, unsafe_fixes: bool) -> list[str]:
         lines.append(f"[*] {fixable} fixable with the `--fix{' --unsafe-fixes' if unsafe_fixes else ''}` option{hint}.")
     elif hidden:
         lines.append(f"No fixes available{hint}.")
+    if report.baselined:
+        lines.append(f"{report.baselined} finding(s) in the baseline not shown.")
     if report.errors:
         lines.append(f"{len(report.errors)} file(s) could not be checked.")
     if report.confirmations:
