@@ -47,7 +47,7 @@ def _load_settings(config: Optional[str], paths: Sequence[str]) -> Settings:
     return load_settings(config_path)
 
 
-def _project_root(settings: Settings, paths: Sequence[str]) -> Optional[Path]:
+def project_root(settings: Settings, paths: Sequence[str]) -> Optional[Path]:
     """Where the linted project declares its dependencies: the config's folder or the nearest marker."""
     if settings.project_root is not None:
         return settings.project_root
@@ -58,7 +58,7 @@ def _project_root(settings: Settings, paths: Sequence[str]) -> Optional[Path]:
     return None
 
 
-def _cache_dir(settings: Settings, root: Optional[Path], override: Optional[str]) -> Path:
+def cache_dir_for(settings: Settings, root: Optional[Path], override: Optional[str]) -> Path:
     """--cache-dir and CKPTLINT_CACHE_DIR are relative to the working directory, the configured
     one to its config file (already resolved), the default to the project root."""
     chosen = override or os.environ.get("CKPTLINT_CACHE_DIR") or settings.cache_dir
@@ -163,7 +163,7 @@ def check(
             if value
         }
         settings = settings.with_overrides(**overrides)
-        root = _project_root(settings, paths)
+        root = project_root(settings, paths)
         versions = resolve_versions(settings, root, torch_version, transformers_version)
     except ConfigError as error:
         raise _fail(str(error))
@@ -171,7 +171,7 @@ def check(
     if "-" in paths:
         stdin = (stdin_filename or "-", sys.stdin.read())
     try:
-        cache = None if no_cache else ResultCache(_cache_dir(settings, root, cache_dir))
+        cache = None if no_cache else ResultCache(cache_dir_for(settings, root, cache_dir))
     except CacheError as error:
         raise _fail(str(error))
     unsafe = settings.unsafe_fixes if unsafe_fixes is None else unsafe_fixes
@@ -341,7 +341,7 @@ def clean_command(config: Optional[str], cache_dir: Optional[str]) -> None:
         settings = _load_settings(config, ["."])
     except ConfigError as error:
         raise _fail(str(error))
-    directory = _cache_dir(settings, _project_root(settings, ["."]), cache_dir)
+    directory = cache_dir_for(settings, project_root(settings, ["."]), cache_dir)
     try:
         click.echo(clean(directory))
     except CacheError as error:
