@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 import click
 
-from ckptlint import __version__
+from ckptlint import __version__, progress
 from ckptlint.cache import DEFAULT_DIRNAME, CacheError, ResultCache, clean
 from ckptlint.config import ConfigError, Settings, find_config, load_settings
 from ckptlint.docs import rule_document
@@ -70,12 +70,48 @@ def cache_dir_for(settings: Settings, root: Optional[Path], override: Optional[s
 def main() -> None:
     """Find misuse of PyTorch activation checkpointing.
 
-    `ckptlint [OPTIONS] [PATHS]...` is short for `ckptlint check [OPTIONS] [PATHS]...`.
+    `ckptlint [OPTIONS] [PATHS]...` is short for `ckptlint check [OPTIONS] [PATHS]...`;
+    `ckptlint check --help` lists its options by topic: rule selection, output, fixes, baseline,
+    files and configuration, library versions, cache and performance, runtime confirmation.
     Exit codes: 0 no findings, 1 findings, 2 usage error or a file that could not be checked.
     """
 
 
-@main.command()
+# `ckptlint check --help`, option by option under these headings (by parameter name); an option
+# missing here is listed under "Other options".
+_HELP_SECTIONS = {
+    "Rule selection": ("select", "extend_select", "ignore"),
+    "Output": ("fmt", "output_file", "statistics", "exit_zero", "quiet", "show_source", "color", "show_progress"),
+    "Fixes": ("fix", "unsafe_fixes", "diff", "fix_only", "show_fixes", "add_noqa"),
+    "Baseline": ("baseline_file", "update_baseline"),
+    "Files and configuration": ("config", "exclude", "extend_exclude", "force_exclude", "stdin_filename"),
+    "Library versions": ("torch_version", "transformers_version"),
+    "Cache and performance": ("no_cache", "cache_dir", "jobs"),
+    "Runtime confirmation (executes the project's code)": ("confirm_findings", "confirm_timeout", "confirm_memory", "device"),
+}
+
+
+class _SectionedCommand(click.Command):
+    """Options listed under headings, as `ruff check --help` lists them."""
+
+    # One column for every section, so that the help texts line up from top to bottom.
+    term_width = 30
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        records: dict[str, list[tuple[str, str]]] = {}
+        section_of = {name: title for title, names in _HELP_SECTIONS.items() for name in names}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx) if isinstance(param, click.Option) else None
+            if record is not None:
+                term, text = record
+                records.setdefault(section_of.get(param.name or "", "Other options"), []).append((term.ljust(self.term_width), text))
+        for title in [*_HELP_SECTIONS, "Other options"]:
+            if title in records:
+                with formatter.section(title):
+                    formatter.write_dl(records[title], col_max=self.term_width)
+
+
+@main.command(cls=_SectionedCommand)
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--select", multiple=True, help="Rule codes or prefixes to enable (comma-separated), e.g. CKPT00.")
 @click.option("--extend-select", multiple=True, help="Codes or prefixes to enable on top of the configured selection.")
@@ -109,6 +145,7 @@ def main() -> None:
 @click.option("--baseline", "baseline_file", type=click.Path(dir_okay=False), help="Report only findings not listed in this baseline file (JSON).")
 @click.option("--update-baseline", is_flag=True, help="With --baseline: write the current findings into the file instead of reporting them.")
 @click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding (merged into an existing noqa comment).")
+@click.option("--progress/--no-progress", "show_progress", default=None, help="Show progress on stderr (default: on a terminal, outside CI, for runs over a second).")
 def check(
     paths: tuple[str, ...],
     select: tuple[str, ...],
@@ -143,6 +180,7 @@ def check(
     baseline_file: Optional[str],
     update_baseline: bool,
     add_noqa: bool,
+    show_progress: Optional[bool],
 ) -> None:
     """Lint PATHS (files, directories, or - for stdin; default: the current directory)."""
     from ckptlint.engine import lint
@@ -185,14 +223,16 @@ def check(
     def run(stdin_text: Optional[str]) -> LintReport:
         return lint(paths, settings, versions, jobs=jobs, cache=cache, stdin=(stdin[0], stdin_text) if stdin else None)
 
+    feedback = progress.wanted(sys.stderr, show_progress)
     try:
-        if not fixing:
-            report = run(stdin[1] if stdin else None)
-        else:
-            from ckptlint.autofix import fix_until_stable
+        with progress.reporting(sys.stderr, feedback):
+            if not fixing:
+                report = run(stdin[1] if stdin else None)
+            else:
+                from ckptlint.autofix import fix_until_stable
 
-            outcome = fix_until_stable(run, unsafe, stdin)
-            report = outcome.report
+                outcome = fix_until_stable(run, unsafe, stdin)
+                report = outcome.report
     finally:
         if cache:
             cache.close()
@@ -219,7 +259,8 @@ def check(
         from ckptlint.confirm import confirm
 
         sources = {stdin[0]: stdin[1]} if stdin is not None and stdin[0] != "-" else None
-        confirm(report, settings=settings, timeout=confirm_timeout, device=device, jobs=jobs, memory_gb=confirm_memory, sources=sources)
+        with progress.reporting(sys.stderr, feedback):
+            confirm(report, settings=settings, timeout=confirm_timeout, device=device, jobs=jobs, memory_gb=confirm_memory, sources=sources)
 
     # With stdin fixed, stdout carries the fixed code (ruff's convention): the report goes to stderr.
     to_stderr = fixing and stdin is not None

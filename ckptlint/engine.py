@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
-from ckptlint import __version__
+from ckptlint import __version__, progress
 from ckptlint.cache import ResultCache
 from ckptlint.config import Settings
 from ckptlint.discovery import discover
@@ -239,7 +239,7 @@ class _Summaries:
         self.declared: dict[str, tuple[str, str]] = {}
         known = cache.get_many((_digest_key(key) for key in self.keys.values()), lambda digest: isinstance(digest, str)) if cache else {}
         todo = [u for u in units if _digest_key(self.keys[u.source.path]) not in known]
-        fresh = dict(_map(_summarize, todo, _workers(jobs, todo), None))
+        fresh = dict(_map(_summarize, todo, _workers(jobs, todo), None, "indexing"))
         stored: dict[str, str] = {}
         for unit in units:
             path, key = unit.source.path, self.keys[unit.source.path]
@@ -302,7 +302,7 @@ def _analyze_missed(missed: list[_Unit], summaries: dict[str, ModuleSummary], co
     workers = _workers(jobs, [u for u, _ in todo])
     if workers > 1:
         _release_freed_memory()
-    results.update(_map(_analyze, todo, workers, (index, versions, settings, digests)))
+    results.update(_map(_analyze, todo, workers, (index, versions, settings, digests), "analysing"))
     return results
 
 
@@ -321,16 +321,22 @@ def _init_worker(state: Any) -> None:
     _STATE = state
 
 
-def _map(func: Callable[[Any], tuple[str, Any]], units: list[Any], jobs: int, state: Any) -> list[tuple[str, Any]]:
-    """Ordered results; a process pool only when it pays."""
+def _map(func: Callable[[Any], tuple[str, Any]], units: list[Any], jobs: int, state: Any, action: str) -> list[tuple[str, Any]]:
+    """Ordered results; a process pool only when it pays. `action` names the work for --progress."""
+    tick = progress.phase(action, len(units))
     if jobs <= 1 or len(units) < 2:
         _init_worker(state)
-        return [func(u) for u in units]
+        return [_ticked(func(u), tick) for u in units]
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(method)
     chunksize = max(1, len(units) // (jobs * 8))
     with ProcessPoolExecutor(jobs, mp_context=context, initializer=_init_worker, initargs=(state,)) as pool:
-        return list(pool.map(func, units, chunksize=chunksize))
+        return [_ticked(result, tick) for result in pool.map(func, units, chunksize=chunksize)]
+
+
+def _ticked(result: Any, tick: Callable[[], None]) -> Any:
+    tick()
+    return result
 
 
 def _summarize(unit: _Unit) -> tuple[str, str]:

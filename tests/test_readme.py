@@ -24,3 +24,23 @@ def test_ci_runs_exactly_the_readme_test_command():
 def test_every_rule_is_in_the_readme_table():
     for rule in all_rules():
         assert f"| {rule.code} | {rule.name} | {rule.severity.value} |" in README
+
+
+def test_the_help_in_the_readme_is_the_real_one():
+    from click.testing import CliRunner
+
+    from ckptlint.cli import main
+
+    # What `ckptlint check --help` prints in a terminal of 80 columns or more.
+    real = CliRunner().invoke(main, ["check", "--help"], terminal_width=78, prog_name="ckptlint").output
+    assert f"```text\n{real}```" in README
+
+
+def test_every_check_option_has_a_help_section():
+    import click
+
+    from ckptlint.cli import _HELP_SECTIONS, check
+
+    sectioned = {name for names in _HELP_SECTIONS.values() for name in names}
+    options = {p.name for p in check.params if isinstance(p, click.Option)} - {"help"}
+    assert options == sectioned

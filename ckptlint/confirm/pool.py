@@ -21,6 +21,7 @@ from multiprocessing import spawn
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Union
 
+from ckptlint import progress
 from ckptlint.confirm import runner
 from ckptlint.findings import COULD_NOT_RUN, CRASHED
 
@@ -41,6 +42,12 @@ def _context(jobs: Sequence[dict[str, Any]]) -> Any:
         preload += ["lightning"]
     context.set_forkserver_preload(preload)
     return context
+
+
+def _label(job: dict[str, Any]) -> str:
+    """`path::Class.method` of a job, for --progress."""
+    name = ".".join(part for part in (job.get("qualname"), job.get("method")) if part)
+    return f"{os.path.relpath(job['path'])}::{name}" if name else os.path.relpath(job["path"])
 
 
 def _mentions(path: str, word: str) -> bool:
@@ -72,6 +79,8 @@ def run_jobs(jobs: Sequence[dict[str, Any]], *, timeout: float, parallel: int, m
                     running[index] = started
             if not running:
                 continue
+            oldest = min(running)
+            progress.running("confirming", len(jobs) - len(pending) - len(running), len(jobs), _label(jobs[oldest]), running[oldest].started)
             deadline = min(child.deadline for child in running.values())
             # Only the result pipes: a child's exit (or its fork server's) closes its pipe. The
             # process sentinel of a forkserver child is the server's, so it cannot tell them apart.
@@ -120,6 +129,7 @@ class _Child:
     reader: Any
     deadline: float
     log: str
+    started: float = 0.0  # time.monotonic() at the start
 
 
 @contextlib.contextmanager
@@ -156,7 +166,7 @@ def _start(context: Any, job: dict[str, Any], timeout: float) -> Union[_Child, s
             error = exc
             continue
         writer.close()
-        return _Child(process, reader, time.monotonic() + timeout, job["log"])
+        return _Child(process, reader, time.monotonic() + timeout, job["log"], time.monotonic())
     return f"could not start a child process: {type(error).__name__}: {error}"
 
 
