@@ -248,17 +248,23 @@ def plan_nodes(plans: Iterable[FixPlan]) -> list[cst.CSTNode]:
 
 
 def anchors(tree: cst.Module, plans: Iterable[FixPlan]) -> dict[int, cst.CSTNode]:
-    """The statement holding each node a plan rewrites: a line break inside the node continues
-    at that statement's indentation."""
+    """The statement holding each node a plan rewrites over several lines (a line break inside
+    the node continues at that statement's indentation), in one walk of the tree; most rewritten
+    nodes sit on one line and need none."""
     import libcst as cst
 
-    found = {}
-    for plan in plans:
-        for old, _ in plan.replacements:
-            path = _path_to(tree, old) or []
-            statement = next((n for n in reversed(path) if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement))), None)
-            if statement is not None:
-                found[id(old)] = statement
+    from ckptlint.model.walk import children
+
+    wanted = {id(old) for plan in plans for old, _ in plan.replacements if "\n" in _code(old, "")}
+    found: dict[int, cst.CSTNode] = {}
+    stack: list[tuple[cst.CSTNode, Optional[cst.CSTNode]]] = [(tree, None)]
+    while stack and len(found) < len(wanted):
+        node, statement = stack.pop()
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            statement = node
+        if id(node) in wanted and statement is not None:
+            found[id(node)] = statement
+        stack.extend((child, statement) for child in children(node))
     return found
 
 
@@ -269,9 +275,9 @@ def to_fix(plan: FixPlan, positions: dict[int, Position], anchored: dict[int, cs
     for old, new in plan.replacements:
         where = positions.get(id(old))
         statement = positions.get(id(anchored.get(id(old))))
-        if where is None or statement is None:
+        if where is None:
             return None
-        indent = _indentation(lines[statement[0] - 1])
+        indent = _indentation(lines[statement[0] - 1]) if statement else ""
         old_code, new_code = _code(old, indent), _code(new, indent)
         if _span(lines, where) != old_code:
             return None
