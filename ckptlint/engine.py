@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import ast
 import ctypes
 import gc
 import json
@@ -12,6 +13,7 @@ from collections import OrderedDict
 from contextlib import contextmanager
 import os
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
@@ -22,6 +24,7 @@ from ckptlint.config import Settings
 from ckptlint.discovery import discover
 from ckptlint.findings import SAFE, UNSAFE, FileError, Finding, LintReport, Severity
 from ckptlint.index import ModuleSummary, ProjectIndex, project_fingerprint, summarize
+from ckptlint.limits import describe, run_deep, too_deep, without_long_string_runs
 from ckptlint.names import module_name_for
 from ckptlint.relevance import SourceSlice, can_matter, definitions_source, relevant_source, whole_source
 from ckptlint.rules import all_rules
@@ -239,7 +242,7 @@ class _Summaries:
         self.declared: dict[str, tuple[str, str]] = {}
         known = cache.get_many((_digest_key(key) for key in self.keys.values()), lambda digest: isinstance(digest, str)) if cache else {}
         todo = [u for u in units if _digest_key(self.keys[u.source.path]) not in known]
-        fresh = dict(_map(_summarize, todo, _workers(jobs, todo), None, "indexing"))
+        fresh = dict(_map(_summarize, todo, _workers(jobs, todo), None, "indexing", lambda unit, message: (unit.source.path, json.dumps({"error": message}))))
         stored: dict[str, str] = {}
         for unit in units:
             path, key = unit.source.path, self.keys[unit.source.path]
@@ -302,7 +305,7 @@ def _analyze_missed(missed: list[_Unit], summaries: dict[str, ModuleSummary], co
     workers = _workers(jobs, [u for u, _ in todo])
     if workers > 1:
         _release_freed_memory()
-    results.update(_map(_analyze, todo, workers, (index, versions, settings, digests), "analysing"))
+    results.update(_map(_analyze, todo, workers, (index, versions, settings, digests), "analysing", _failed))
     return results
 
 
@@ -321,8 +324,12 @@ def _init_worker(state: Any) -> None:
     _STATE = state
 
 
-def _map(func: Callable[[Any], tuple[str, Any]], units: list[Any], jobs: int, state: Any, action: str) -> list[tuple[str, Any]]:
-    """Ordered results; a process pool only when it pays. `action` names the work for --progress."""
+def _map(
+    func: Callable[[Any], tuple[str, Any]], units: list[Any], jobs: int, state: Any, action: str, crashed: Callable[[Any, str], tuple[str, Any]]
+) -> list[tuple[str, Any]]:
+    """Ordered results; a process pool only when it pays. `action` names the work for --progress.
+    A worker that dies (a crash in native code) costs only the file it was on: the rest is redone
+    one file at a time until that file is found, and `crashed(unit, message)` stands for its result."""
     tick = progress.phase(action, len(units))
     if jobs <= 1 or len(units) < 2:
         _init_worker(state)
@@ -330,8 +337,19 @@ def _map(func: Callable[[Any], tuple[str, Any]], units: list[Any], jobs: int, st
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(method)
     chunksize = max(1, len(units) // (jobs * 8))
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_init_worker, initargs=(state,)) as pool:
-        return [_ticked(result, tick) for result in pool.map(func, units, chunksize=chunksize)]
+    results: list[tuple[str, Any]] = []
+    while len(results) < len(units):
+        pending = units[len(results) :]
+        try:
+            with ProcessPoolExecutor(jobs, mp_context=context, initializer=_init_worker, initargs=(state,)) as pool:
+                for result in pool.map(func, pending, chunksize=chunksize):
+                    results.append(_ticked(result, tick))
+        except BrokenProcessPool:
+            if jobs == 1 and chunksize == 1:  # the file in flight is the one that killed the worker
+                message = f"internal error in ckptlint {__version__} (please report it): the process analysing this file crashed"
+                results.append(_ticked(crashed(units[len(results)], message), tick))
+            jobs, chunksize = 1, 1
+    return results
 
 
 def _ticked(result: Any, tick: Callable[[], None]) -> Any:
@@ -342,15 +360,26 @@ def _ticked(result: Any, tick: Callable[[], None]) -> Any:
 def _summarize(unit: _Unit) -> tuple[str, str]:
     """The summary as JSON text: one string crosses the process boundary and goes to the cache."""
     path = unit.source.path
+    args = (unit.source.text, path, unit.module, unit.is_package)
     try:
-        return path, json.dumps(summarize(unit.source.text, path, unit.module, unit.is_package).to_json())
+        try:
+            summary = summarize(*args)
+        except RecursionError:
+            # What `compile()` rejects, at the default limit, is a parse error; deeper walks are not.
+            ast.parse(unit.source.text)
+            summary = run_deep(summarize, *args)
+        return path, json.dumps(summary.to_json())
     except SyntaxError as error:
         message = f"syntax error at line {error.lineno}, column {error.offset}: {error.msg}"
     except (ValueError, RecursionError, MemoryError) as error:
-        message = f"cannot parse: {error}"
+        message = f"cannot parse: {describe(error)}"
     except Exception as error:  # noqa: BLE001 - one file never stops the others
-        message = f"internal error in ckptlint {__version__} (please report it): {type(error).__name__}: {error}"
+        message = _internal_error(error)
     return path, json.dumps({"error": message})
+
+
+def _internal_error(error: BaseException) -> str:
+    return f"internal error in ckptlint {__version__} (please report it): {describe(error)}"
 
 
 def _parse(text: str) -> cst.Module:
@@ -372,6 +401,20 @@ def _parse(text: str) -> cst.Module:
 
 def _trusted(node: cst.CSTNode) -> None:
     """Parser output is valid by construction."""
+
+
+def _parse_valid(text: str) -> cst.Module:
+    """Parse text that `ast` accepted: past LibCST's limit on adjacent string literals, with the
+    long runs cut (a ParserSyntaxError that remains is LibCST's limit, not the file's)."""
+    import libcst as cst
+
+    try:
+        return _parse(text)
+    except cst.ParserSyntaxError:
+        shortened = without_long_string_runs(text)
+        if shortened == text:
+            raise
+    return _parse(shortened)
 
 
 @dataclass
@@ -432,7 +475,7 @@ class _Models:
         try:
             source = read_source(summary.path)
             sliced = definitions_source(source.text, summary, names)
-            tree = _parse(sliced.text)
+            tree = _parse_valid(sliced.text)
         except (SourceError, cst.ParserSyntaxError, RecursionError):
             return None
         model = build_file_model(tree, summary.path, summary, self.index, self.versions, self.settings)
@@ -445,9 +488,15 @@ _MODELS: Optional[_Models] = None
 
 def _analyze(item: tuple[_Unit, ModuleSummary]) -> tuple[str, dict]:
     try:
-        return _analyze_file(*item)
+        return run_deep(_analyze_file, *item)
     except Exception as error:  # noqa: BLE001 - a bug in one file's analysis must not stop the run
-        return item[0].source.path, {"findings": [], "unresolved": 0, "depends": {}, "error": f"internal error in ckptlint {__version__} (please report it): {type(error).__name__}: {error}"}
+        if too_deep(error):
+            return _failed(item, "cannot analyse: the code is nested deeper than the analysis can follow")
+        return _failed(item, _internal_error(error))
+
+
+def _failed(item: tuple[_Unit, ModuleSummary], message: str) -> tuple[str, dict]:
+    return item[0].source.path, {"findings": [], "unresolved": 0, "depends": {}, "error": message}
 
 
 def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
@@ -466,12 +515,11 @@ def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
     result: dict[str, Any] = {"findings": [], "unresolved": 0, "error": None, "depends": {}}
     sliced = relevant_source(unit.source.text, summary, index, settings)
     try:
-        tree = _parse(sliced.text)
+        tree = _parse_valid(sliced.text)
     except cst.ParserSyntaxError as error:
-        result["error"] = f"syntax error at line {error.raw_line}, column {error.raw_column + 1}: {error.message}"
-        return path, result
-    except RecursionError:
-        result["error"] = "cannot parse: nesting too deep"
+        # `ast` parsed the whole file: this is beyond what LibCST can parse, not a syntax error.
+        line = sliced.original_line(min(error.raw_line, len(sliced.lines))) if sliced.lines else error.raw_line
+        result["error"] = f"cannot analyse: LibCST cannot parse this valid Python (line {line}: {error.message})"
         return path, result
     model = build_file_model(tree, path, summary, index, versions, settings)
     model.models = _MODELS.get
