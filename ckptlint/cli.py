@@ -18,6 +18,7 @@ from ckptlint.docs import rule_document
 from ckptlint.findings import LintReport
 from ckptlint.reporters import FORMATS, RenderOptions, render
 from ckptlint.rules import all_rules
+from ckptlint.source import SourceError, decode
 from ckptlint.versions import resolve_versions
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -53,7 +54,7 @@ def project_root(settings: Settings, paths: Sequence[str]) -> Optional[Path]:
         return settings.project_root
     start = Path(next((p for p in paths if p != "-"), ".")).resolve()
     for directory in (start, *start.parents):
-        if any((directory / marker).exists() for marker in _PROJECT_MARKERS):
+        if any(os.path.exists(directory / marker) for marker in _PROJECT_MARKERS):  # False in a folder we may not search
             return directory
     return None
 
@@ -126,6 +127,7 @@ class _SectionedCommand(click.Command):
 @click.option("--exclude", multiple=True, help="Replace the default excludes (glob patterns, comma-separated).")
 @click.option("--extend-exclude", multiple=True, help="Exclude more paths (glob patterns, comma-separated).")
 @click.option("--force-exclude", is_flag=True, default=None, help="Apply excludes to files named on the command line too (for pre-commit).")
+@click.option("--max-file-size", metavar="SIZE", help="Skip, and report, files bigger than this (default: 10 MB), e.g. 20MB.")
 @click.option("--stdin-filename", help="The name of the file read from `-` (stdin), for messages and per-file settings.")
 @click.option("--torch-version", help="Target torch version, e.g. 2.13 (overrides configuration and installed metadata).")
 @click.option("--transformers-version", help="Target transformers version, e.g. 4.57.")
@@ -161,6 +163,7 @@ def check(
     exclude: tuple[str, ...],
     extend_exclude: tuple[str, ...],
     force_exclude: Optional[bool],
+    max_file_size: Optional[str],
     stdin_filename: Optional[str],
     torch_version: Optional[str],
     transformers_version: Optional[str],
@@ -197,6 +200,7 @@ def check(
                 "exclude": _codes_or_patterns(exclude),
                 "extend_exclude": settings.extend_exclude + _codes_or_patterns(extend_exclude),
                 "force_exclude": force_exclude,
+                "max_file_size": max_file_size,
             }.items()
             if value
         }
@@ -205,23 +209,26 @@ def check(
         versions = resolve_versions(settings, root, torch_version, transformers_version)
     except ConfigError as error:
         raise _fail(str(error))
-    stdin = None
-    if "-" in paths:
-        stdin = (stdin_filename or "-", sys.stdin.read())
+    if stdin_filename is not None and "-" not in paths:
+        raise _fail("--stdin-filename names the text read from stdin: pass '-' among the paths to read it")
+    stdin_data = (stdin_filename or "-", _read_stdin()) if "-" in paths else None
+    stdin = _decoded(stdin_data)  # (name, text), or None when there is none or it does not decode
     try:
         cache = None if no_cache else ResultCache(cache_dir_for(settings, root, cache_dir))
     except CacheError as error:
         raise _fail(str(error))
     unsafe = settings.unsafe_fixes if unsafe_fixes is None else unsafe_fixes
     fixing = diff or fix_only or (settings.fix if fix is None else fix)
-    if add_noqa and (fix or diff or fix_only or stdin is not None):
+    if add_noqa and (fix or diff or fix_only or stdin_data is not None):
         raise _fail("--add-noqa works on files, without --fix, --fix-only or --diff")
     if update_baseline and (not baseline_file or fixing or add_noqa):
         raise _fail("--update-baseline needs --baseline FILE, and no --fix, --diff or --add-noqa")
     baseline = _baseline(baseline_file, update_baseline)
 
     def run(stdin_text: Optional[str]) -> LintReport:
-        return lint(paths, settings, versions, jobs=jobs, cache=cache, stdin=(stdin[0], stdin_text) if stdin else None)
+        # The bytes as read unless fixed: decoded as Python decodes a file, or reported if they do not decode.
+        given = stdin_data if stdin is None or stdin_text == stdin[1] else (stdin[0], stdin_text)
+        return lint(paths, settings, versions, jobs=jobs, cache=cache, stdin=given)
 
     feedback = progress.wanted(sys.stderr, show_progress)
     try:
@@ -339,6 +346,21 @@ def _exit_code(report: LintReport, exit_zero: bool) -> int:
     if report.errors:
         return EXIT_ERROR
     return EXIT_FINDINGS if report.findings and not exit_zero else EXIT_CLEAN
+
+
+def _read_stdin() -> bytes:
+    """Bytes: the text is decoded as Python decodes a file (BOM, coding cookie), not by the locale."""
+    stream = getattr(sys.stdin, "buffer", None)
+    return stream.read() if stream is not None else sys.stdin.read().encode()
+
+
+def _decoded(stdin: Optional[tuple[str, bytes]]) -> Optional[tuple[str, str]]:
+    if stdin is None:
+        return None
+    try:
+        return stdin[0], decode(*stdin).text
+    except SourceError:  # reported by the lint as that file's error
+        return None
 
 
 def _line_reader(stdin: Optional[tuple[str, str]]):

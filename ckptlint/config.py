@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -22,6 +23,7 @@ else:  # pragma: no cover
 from ckptlint import __version__
 from ckptlint.discovery import GlobPattern, compile_pattern
 from ckptlint.findings import Severity
+from ckptlint.source import DEFAULT_MAX_FILE_SIZE, parse_size
 
 
 class ConfigError(Exception):
@@ -47,7 +49,7 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
 # file's findings.
 _FILE_SELECTION_FIELDS = (
     "exclude", "extend_exclude", "respect_gitignore", "force_exclude", "cache_dir", "config_path",
-    "confirm_examples", "fix", "unsafe_fixes", "show_fixes",
+    "confirm_examples", "fix", "unsafe_fixes", "show_fixes", "max_file_size",
 )  # fmt: skip
 
 
@@ -67,6 +69,7 @@ class Settings:
     transformers_version: str | None = None
     checkpoint_functions: tuple[tuple[str, WrapperSpec], ...] = ()  # qualified name -> spec
     cache_dir: str | None = None
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes; bigger files are reported as skipped
     # [tool.ckptlint.confirm] examples: files with @ckptlint.example factories (absolute paths).
     confirm_examples: tuple[str, ...] = ()
     # ruff's: apply fixes by default, include behaviour-changing ones, list what was fixed.
@@ -158,10 +161,10 @@ def find_config(start_paths: Sequence[str]) -> Path | None:
     directory = Path(common if os.path.isdir(common) else os.path.dirname(common))
     for folder in (directory, *directory.parents):
         for name in (".ckptlint.toml", "ckptlint.toml"):
-            if (folder / name).is_file():
+            if os.path.isfile(folder / name):  # False, not an error, in a folder we may not search
                 return folder / name
         pyproject = folder / "pyproject.toml"
-        if pyproject.is_file() and _has_tool_table(pyproject):
+        if os.path.isfile(pyproject) and _has_tool_table(pyproject):
             return pyproject
     return None
 
@@ -178,6 +181,8 @@ def _has_tool_table(pyproject: Path) -> bool:
 
 def read_toml(path: Path) -> dict[str, Any]:
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block, a device never end
+            raise ConfigError(f"cannot read {path}: not a regular file")
         with open(path, "rb") as f:
             return tomllib.load(f)
     except OSError as e:
@@ -316,6 +321,13 @@ def _version(value: Any, key: _Key) -> str:
     return text
 
 
+def _size(value: Any, key: _Key) -> int:
+    size = value if type(value) is int and value > 0 else parse_size(value) if isinstance(value, str) else None
+    if size is None:
+        raise ConfigError(f"{key}: invalid size {value!r} (expected a positive number of bytes, or one with KB, MB or GB, e.g. '10 MB')")
+    return size
+
+
 def _per_file_ignores(value: Any, key: _Key) -> tuple[tuple[str, tuple[str, ...]], ...]:
     entries = []
     for glob, codes in _table(value, key).items():
@@ -375,6 +387,7 @@ _KEYS: dict[str, Callable[[Any, _Key], Any]] = {
     "transformers-version": _version,
     "checkpoint-functions": _checkpoint_functions,
     "cache-dir": _string,
+    "max-file-size": _size,
     "confirm": _confirm,
     "fix": _bool,
     "unsafe-fixes": _bool,
@@ -385,5 +398,5 @@ _KEYS: dict[str, Callable[[Any, _Key], Any]] = {
 _OVERRIDE_CHECKS: dict[str, Callable[[Any, _Key], Any]] = {
     key.replace("-", "_"): _KEYS[key]
     for key in ("select", "extend-select", "ignore", "exclude", "extend-exclude",
-                "torch-version", "transformers-version")
+                "torch-version", "transformers-version", "max-file-size")
 }  # fmt: skip

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Tuple
 
@@ -20,6 +21,8 @@ _PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")  # notebooks too, as ruff lints the
 class Discovery:
     files: list[Path]  # absolute, sorted, de-duplicated
     missing: list[str]  # paths given that do not exist, as given
+    # (path, message): what could not be looked into; paths absolute, or as given on the command line.
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
 
 
 def discover(paths: Sequence[str], settings: Settings) -> Discovery:
@@ -28,16 +31,21 @@ def discover(paths: Sequence[str], settings: Settings) -> Discovery:
     missing: list[str] = []
     for given in paths:
         path = os.path.abspath(given)
-        if os.path.isdir(path):
-            found.update(walker.walk(path))
-        elif os.path.exists(path):
-            # Explicit files are linted even if excluded or not named .py (ruff semantics),
-            # unless force-exclude asks otherwise.
-            if not (settings.force_exclude and walker.excluded(path)):
-                found.add(path)
-        else:
+        try:
+            is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
             missing.append(given)
-    return Discovery(files=sorted(Path(p) for p in found), missing=missing)
+            continue
+        except OSError as error:  # e.g. inside a folder we may not search
+            walker.unreadable.append((given, f"cannot read file: {error.strerror or error}"))
+            continue
+        if is_dir:
+            found.update(walker.walk(path))
+        # Explicit files are linted even if excluded or not named .py (ruff semantics), unless
+        # force-exclude asks otherwise; what is not a regular file is refused when read.
+        elif not (settings.force_exclude and walker.excluded(path)):
+            found.add(path)
+    return Discovery(files=sorted(Path(p) for p in found), missing=missing, unreadable=walker.unreadable)
 
 
 # -- gitignore-style patterns -------------------------------------------------
@@ -210,6 +218,7 @@ class _Walker:
             p for p in map(compile_pattern, settings.exclude + settings.extend_exclude) if p
         ]
         self._ignore_files: dict[str, tuple[_Rules, ...]] = {}  # shared by all roots of a run
+        self.unreadable: list[tuple[str, str]] = []
 
     def walk(self, root: str) -> Iterator[str]:
         excludes = _Rules(self._exclude_base(root), self._excludes)
@@ -219,8 +228,9 @@ class _Walker:
             try:
                 with os.scandir(directory) as it:
                     entries = list(it)
-            except OSError:
-                continue  # unreadable: nothing we could lint there
+            except OSError as error:
+                self.unreadable.append((directory, f"cannot list directory: {error.strerror or error}"))
+                continue
             if any(e.name == TAG_NAME for e in entries) and is_tagged(directory):
                 continue  # a cache (ckptlint's or another tool's) is never linted
             if self._settings.respect_gitignore and any(e.name == ".gitignore" for e in entries):

@@ -61,9 +61,9 @@ def lint(
     *,
     jobs: Optional[int] = None,
     cache: Optional[ResultCache] = None,
-    stdin: Optional[tuple[str, str]] = None,
+    stdin: Optional[tuple[str, str | bytes]] = None,
 ) -> LintReport:
-    """Lint `paths` (and `stdin` as (filename, text)); never raises for a bad file."""
+    """Lint `paths` (and `stdin` as (filename, text or bytes as read)); never raises for a bad file."""
     with _fewer_collections():
         return _lint(paths, settings, versions, jobs, cache, stdin)
 
@@ -86,7 +86,7 @@ def _lint(
     versions: LibraryVersions,
     jobs: Optional[int],
     cache: Optional[ResultCache],
-    stdin: Optional[tuple[str, str]],
+    stdin: Optional[tuple[str, str | bytes]],
 ) -> LintReport:
     report = LintReport()
     units = _read(paths, settings, stdin, report)
@@ -185,22 +185,23 @@ def _optional_int(value: Any) -> bool:
     return value is None or type(value) is int
 
 
-def _read(paths: Sequence[str], settings: Settings, stdin: Optional[tuple[str, str]], report: LintReport) -> list[_Unit]:
+def _read(paths: Sequence[str], settings: Settings, stdin: Optional[tuple[str, str | bytes]], report: LintReport) -> list[_Unit]:
     discovery = discover([p for p in paths if p != "-"], settings)
     report.errors.extend(FileError(p, "no such file or directory") for p in discovery.missing)
     units: list[_Unit] = []
     cwd = os.path.join(os.getcwd(), "")
+    report.errors.extend(FileError(_display_path(path, cwd), message) for path, message in discovery.unreadable)
     for path in discovery.files:
         shown = _display_path(path, cwd)
         try:
-            units.append(_unit(read_source(shown), path))
+            units.append(_unit(read_source(shown, settings.max_file_size), path))
         except SourceError as error:
             report.errors.append(FileError(shown, str(error)))
     if stdin is not None:
-        filename, text = stdin
+        filename, content = stdin
         try:
-            units.append(_unit(decode(filename, text.encode()), Path(filename)))
-        except SourceError as error:  # a notebook that is not one
+            units.append(_unit(decode(filename, content if isinstance(content, bytes) else content.encode()), Path(filename)))
+        except SourceError as error:  # undecodable, or a notebook that is not one
             report.errors.append(FileError(filename, str(error)))
     return units
 

@@ -10,6 +10,7 @@ and a recursion limit to match.
 
 from __future__ import annotations
 
+import ctypes
 import io
 import sys
 import threading
@@ -24,6 +25,24 @@ _STACK_BYTES = 1 << 30
 _RECURSION_LIMIT = 1_000_000
 # LibCST nests adjacent string literals one level per literal and rejects a few thousand.
 _STRING_RUN_LIMIT = 1_000
+
+
+_M_ARENA_MAX = -8
+
+try:
+    _LIBC: Any = ctypes.CDLL(None)
+except OSError:  # pragma: no cover - no C library to load symbols from
+    _LIBC = None
+
+
+def _malloc_arenas(most: int) -> None:
+    """glibc gives a new thread its own malloc arena: the trees built there and freed stayed in it
+    (measured: +20 % peak RSS). While the deep thread runs, the caller only waits: one arena is
+    enough; 0 restores glibc's default for threads created later (torch's, under --confirm)."""
+    try:
+        _LIBC.mallopt(_M_ARENA_MAX, most)
+    except AttributeError:  # not glibc
+        pass
 
 
 def run_deep(func: Callable[..., T], *args: Any) -> T:
@@ -45,6 +64,7 @@ def run_deep(func: Callable[..., T], *args: Any) -> T:
         # A daemon: Ctrl-C in the caller must not wait for a parse to finish.
         thread = threading.Thread(target=target, name="ckptlint-deep", daemon=True)
         sys.setrecursionlimit(max(limit, _RECURSION_LIMIT))
+        _malloc_arenas(1)
         try:
             thread.start()
         except RuntimeError:  # no address space left for the stack
@@ -54,6 +74,7 @@ def run_deep(func: Callable[..., T], *args: Any) -> T:
     finally:
         threading.stack_size(previous)
         sys.setrecursionlimit(limit)
+        _malloc_arenas(0)
     succeeded, value = outcome[0]
     if not succeeded:
         raise value

@@ -6,6 +6,7 @@ those strings into qualified names lives here once.
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
@@ -33,7 +34,7 @@ def _resolved(directory: Path) -> Path:
 @lru_cache(maxsize=None)
 def _package_of(directory: Path) -> str:
     """Dotted package of a directory ('' outside packages); memoized: siblings share the walk."""
-    if not ((directory / "__init__.py").is_file() or (directory / "__init__.pyi").is_file()):
+    if not (os.path.isfile(directory / "__init__.py") or os.path.isfile(directory / "__init__.pyi")):
         return ""
     if directory.parent == directory:
         return directory.name

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
+import stat
 import tokenize
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -71,18 +73,54 @@ def overlay(contents: dict[str, bytes]) -> Iterator[None]:
         _OVERLAY.update(saved)
 
 
-def read_bytes(path: str) -> bytes:
-    """The file's bytes, or what an overlay holds for it."""
+DEFAULT_MAX_FILE_SIZE = 10_000_000
+_SIZE_UNITS = {"B": 1, "KB": 1_000, "MB": 1_000_000, "GB": 1_000_000_000}
+
+
+def format_size(size: int) -> str:
+    """10 MB, 12.5 MB, 3.1 KB: whole sizes stay whole."""
+    for name in ("GB", "MB", "KB"):
+        unit = _SIZE_UNITS[name]
+        if size >= unit:
+            return f"{size // unit} {name}" if size % unit == 0 else f"{size / unit:.1f} {name}"
+    return f"{size} B"
+
+
+def parse_size(text: str) -> Optional[int]:
+    """'10 MB', '4KB', '2.5MB', '1000' (bytes); None if not a positive size."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]?B)?\s*", text, re.IGNORECASE)
+    if match is None:
+        return None
+    size = int(float(match.group(1)) * _SIZE_UNITS[(match.group(2) or "B").upper()])
+    return size if size > 0 else None
+
+
+def read_bytes(path: str, max_size: Optional[int] = None) -> bytes:
+    """The file's bytes, or what an overlay holds for it. A regular file only (a FIFO would block,
+    a device never end), of at most `max_size` bytes: SourceError otherwise, OSError if unreadable."""
     data = _OVERLAY.get(os.path.abspath(path)) if _OVERLAY else None
     if data is not None:
         return data
-    with open(path, "rb") as handle:
-        return handle.read()
+    # Non-blocking: opening a FIFO must not wait for a writer; regular files ignore the flag.
+    with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise SourceError("not a regular file")
+        if max_size is not None and info.st_size > max_size:
+            raise SourceError(_too_big(info.st_size, max_size))
+        data = handle.read() if max_size is None else handle.read(max_size + 1)
+    if max_size is not None and len(data) > max_size:  # grew since the stat
+        raise SourceError(_too_big(len(data), max_size))
+    return data
 
 
-def read_source(path: str) -> Source:
+def _too_big(size: int, limit: int) -> str:
+    return f"skipped: {format_size(size)} is over the {format_size(limit)} limit (max-file-size)"
+
+
+def read_source(path: str, max_size: Optional[int] = None) -> Source:
     try:
-        data = read_bytes(path)
+        data = read_bytes(path, max_size)
     except OSError as error:
         raise SourceError(f"cannot read file: {error.strerror or error}") from None
     return decode(path, data)

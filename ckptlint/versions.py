@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -275,6 +276,8 @@ def _declared_requirements(root: Path) -> Iterator[tuple[Requirement, str]]:
             if isinstance(dep, str)
         ]
     for path in sorted(root.glob("requirements*.txt")):
+        if not os.path.isfile(path):  # a FIFO would block
+            continue
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:

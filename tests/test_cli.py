@@ -46,14 +46,14 @@ def test_text_output_has_excerpt_caret_and_help(project):
 def test_bad_files_exit_2_and_the_others_are_still_reported(project, monkeypatch):
     root = project({"a_syntax.py": "def broken(:\n", "c_bad.py": BAD, "d_unreadable.py": GOOD})
     (root / "b_latin1.py").write_bytes(b"x = '\xff\xfe'\n")
-    real_open = open
+    real_open = os.open
 
     def failing_open(path, *args, **kwargs):
         if str(path).endswith("d_unreadable.py"):
             raise PermissionError(13, "Permission denied")
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(ckptlint.source, "open", failing_open, raising=False)
+    monkeypatch.setattr(ckptlint.source.os, "open", failing_open)
     result = run(".", "--format", "json")
     assert result.exit_code == 2
     document = json.loads(result.stdout)
