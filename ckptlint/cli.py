@@ -85,7 +85,7 @@ _HELP_SECTIONS = {
     "Output": ("fmt", "output_file", "statistics", "exit_zero", "quiet", "show_source", "color", "show_progress"),
     "Fixes": ("fix", "unsafe_fixes", "diff", "fix_only", "show_fixes", "add_noqa"),
     "Baseline": ("baseline_file", "update_baseline"),
-    "Files and configuration": ("config", "exclude", "extend_exclude", "force_exclude", "stdin_filename"),
+    "Files and configuration": ("config", "exclude", "extend_exclude", "force_exclude", "max_file_size", "stdin_filename"),
     "Library versions": ("torch_version", "transformers_version"),
     "Cache and performance": ("no_cache", "cache_dir", "jobs"),
     "Runtime confirmation (executes the project's code)": ("confirm_findings", "confirm_timeout", "confirm_memory", "device"),
@@ -358,9 +358,11 @@ def _decoded(stdin: Optional[tuple[str, bytes]]) -> Optional[tuple[str, str]]:
     if stdin is None:
         return None
     try:
-        return stdin[0], decode(*stdin).text
+        source = decode(*stdin)
     except SourceError:  # reported by the lint as that file's error
         return None
+    # A notebook stays the JSON document read (fixes and excerpts work on its cells).
+    return stdin[0], stdin[1].decode("utf-8") if source.cells is not None else source.text
 
 
 def _line_reader(stdin: Optional[tuple[str, str]]):
