@@ -113,3 +113,13 @@ def test_stdin_filename_without_reading_stdin_is_a_usage_error(project):
     result = ckptlint("a.py", "--stdin-filename", "in.py")
     assert result.returncode == 2
     assert result.stderr == b"ckptlint: error: --stdin-filename names the text read from stdin: pass '-' among the paths to read it\n"
+
+
+def test_python_dash_m_never_imports_the_projects_modules(project):
+    """`python -m` puts the working directory first on sys.path; ckptlint must not import a click.py there."""
+    shadows = ["click", "json", "libcst", "dataclasses", "re", "tokenize", "sqlite3", "typing"]
+    root = project({"bad.py": BAD, **{f"{name}.py": f"open({name!r} + '.executed', 'w').close()\nraise SystemExit(99)\n" for name in shadows}})
+    result = ckptlint("bad.py", "--format", "json", cwd=root)
+    assert result.returncode == 1, result.stderr.decode()
+    assert report(result)[0] == ["bad.py"]
+    assert sorted(p.name for p in root.glob("*.executed")) == []
