@@ -22,11 +22,20 @@ from ckptlint.source import SourceError, decode
 from ckptlint.versions import resolve_versions
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 128 + 2  # SIGINT
 _PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", ".git")
 
 
 class _DefaultToCheck(click.Group):
     """`ckptlint src/` means `ckptlint check src/`, as `ruff src/` once did."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            # One line, the shell's code for SIGINT (click would say "Aborted!" and exit 1).
+            click.echo("ckptlint: interrupted", err=True)
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):

@@ -31,6 +31,7 @@ from ckptlint.rules import all_rules
 from ckptlint.source import Source, SourceError, decode, read_source
 from ckptlint.suppression import Suppressions
 from ckptlint.versions import LibraryVersions
+from ckptlint.workers import become_worker, stop
 
 # LibCST, and the model built on it, are imported in the functions that parse: importing LibCST
 # takes 0.2 s, which a run that parses nothing (a warm cache, a commit that touches no checkpoint)
@@ -325,6 +326,11 @@ def _init_worker(state: Any) -> None:
     _STATE = state
 
 
+def _start_worker(state: Any, parent: int) -> None:
+    become_worker(parent)
+    _init_worker(state)
+
+
 def _map(
     func: Callable[[Any], tuple[str, Any]], units: list[Any], jobs: int, state: Any, action: str, crashed: Callable[[Any, str], tuple[str, Any]]
 ) -> list[tuple[str, Any]]:
@@ -341,11 +347,15 @@ def _map(
     results: list[tuple[str, Any]] = []
     while len(results) < len(units):
         pending = units[len(results) :]
+        pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_start_worker, initargs=(state, os.getpid()))
         try:
-            with ProcessPoolExecutor(jobs, mp_context=context, initializer=_init_worker, initargs=(state,)) as pool:
-                for result in pool.map(func, pending, chunksize=chunksize):
-                    results.append(_ticked(result, tick))
-        except BrokenProcessPool:
+            for result in pool.map(func, pending, chunksize=chunksize):
+                results.append(_ticked(result, tick))
+            pool.shutdown()
+        except BaseException as error:
+            stop(pool)  # Ctrl-C, or a dead worker: nothing queued runs on
+            if not isinstance(error, BrokenProcessPool):
+                raise
             if jobs == 1 and chunksize == 1:  # the file in flight is the one that killed the worker
                 message = f"internal error in ckptlint {__version__} (please report it): the process analysing this file crashed"
                 results.append(_ticked(crashed(units[len(results)], message), tick))
