@@ -287,7 +287,7 @@ def check(
     if output_file:
         Path(output_file).write_text(output, encoding="utf-8")
     else:
-        click.echo(output, nl=False, err=to_stderr)
+        click.echo(output, nl=False, err=to_stderr, color=use_color)  # click strips colour in pipes unless told
     if fmt != "text":
         for error in report.errors:
             click.echo(f"{error.path}: error: {error.message}", err=True)

@@ -30,6 +30,7 @@ from ckptlint.relevance import SourceSlice, can_matter, definitions_source, rele
 from ckptlint.rules import all_rules
 from ckptlint.source import Source, SourceError, decode, read_source
 from ckptlint.suppression import Suppressions
+from ckptlint.syntax import syntax_error_message
 from ckptlint.versions import LibraryVersions
 from ckptlint.workers import become_worker, stop
 
@@ -381,7 +382,7 @@ def _summarize(unit: _Unit) -> tuple[str, str]:
             summary = run_deep(summarize, *args)
         return path, json.dumps(summary.to_json())
     except SyntaxError as error:
-        message = f"syntax error at line {error.lineno}, column {error.offset}: {error.msg}"
+        message = syntax_error_message(error, unit.source.text)
     except (ValueError, RecursionError, MemoryError) as error:
         message = f"cannot parse: {describe(error)}"
     except Exception as error:  # noqa: BLE001 - one file never stops the others

@@ -129,7 +129,7 @@ def _summary(report: LintReport, unsafe_fixes: bool) -> list[str]:
         files = len({f.path for f in report.findings})
         lines = [f"Found {len(report.findings)} finding(s) in {files} file(s)."]
     else:
-        lines = ["All checks passed!"]
+        lines = ["No findings in the files checked."] if report.errors else ["All checks passed!"]
     fixable = sum(1 for f in report.findings if f.fix_for(unsafe_fixes))
     hidden = sum(1 for f in report.findings if f.fixes and not f.fix_for(unsafe_fixes))
     hint = f" ({hidden} hidden fix(es) can be enabled with the `--unsafe-fixes` option)" if hidden else ""
