@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Sequence, Union
 
 from ckptlint.findings import SAFE, UNSAFE, Edit, Fix
-from ckptlint.model.sites import ApiKind, CacheUse, CheckpointSite, DictLit, FlagStatus, code
+from ckptlint.model.sites import ApiKind, CacheUse, CheckpointSite, FlagStatus
+from ckptlint.model.values import DictLit, code
 
 if TYPE_CHECKING:
     import libcst as cst

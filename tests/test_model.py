@@ -10,7 +10,7 @@ import pytest
 from ckptlint.config import Settings, WrapperSpec
 from ckptlint.index import ProjectIndex, summarize
 from ckptlint.model import ApiKind, FlagStatus, build_file_model
-from ckptlint.model.sites import ModuleObject, Partial
+from ckptlint.model.values import ModuleObject, Partial
 from ckptlint.names import module_name_for
 from ckptlint.versions import resolve_versions
 

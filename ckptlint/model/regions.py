@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
-from ckptlint.model.sites import FunctionFacts, Lambda, LocalFunction, ModuleObject, Partial, Ref, Value
+from ckptlint.model.sites import FunctionFacts
+
+from ckptlint.model.values import Lambda, LocalFunction, ModuleObject, Partial, Ref, Value
 from ckptlint.model.torch_knowledge import DROPOUT_MODULES
 
 if TYPE_CHECKING:

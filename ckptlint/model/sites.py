@@ -1,54 +1,16 @@
-"""Records of the semantic model: values, modes and checkpoint sites."""
+"""Records of the semantic model: modes, checkpoint sites and per-function facts."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING, Optional
 
+from ckptlint.model.values import Unknown, Value
 from ckptlint.versions import AssumedVersion
 
 if TYPE_CHECKING:
     import libcst as cst
-
-
-def code(node: cst.CSTNode) -> str:
-    """How the source spells a node: attribute chains directly, anything else by codegen."""
-    import libcst as cst  # here, not at the top: the rules' records load without LibCST
-
-    parts = []
-    while isinstance(node, cst.Attribute) and not node.lpar:
-        parts.append(node.attr.value)
-        node = node.value
-    if isinstance(node, cst.Name) and not node.lpar:
-        parts.append(node.value)
-        return ".".join(reversed(parts))
-    return cst.Module(body=[]).code_for_node(node)
-
-
-class Spelling:
-    """A message fragment quoting code, rendered only when a finding prints it: codegen for every
-    expression the dataflow passes through cost a tenth of the analysis."""
-
-    __slots__ = ("template", "parts", "_text")
-
-    def __init__(self, template: str, *parts: Union[cst.CSTNode, str, "Spelling"]) -> None:
-        self.template, self.parts, self._text = template, parts, None
-
-    def __str__(self) -> str:
-        if self._text is None:
-            self._text = self.template.format(*(str(p) if isinstance(p, (str, Spelling)) else code(p) for p in self.parts))
-        return self._text
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self), spec)
-
-    def __eq__(self, other: object) -> bool:
-        return str(self) == str(other) if isinstance(other, (str, Spelling)) else NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(str(self))
-
 
 class ApiKind(enum.Enum):
     CHECKPOINT = "checkpoint"  # checkpoint(fn, *inputs)
@@ -65,140 +27,6 @@ class ApiKind(enum.Enum):
     def runs_checkpoint(self) -> bool:
         """The call itself executes a checkpointed region (rather than configuring one)."""
         return self in (ApiKind.CHECKPOINT, ApiKind.SEQUENTIAL, ApiKind.HF_FUNC, ApiKind.PROJECT_WRAPPER)
-
-
-# --- values: what an expression may hold, as far as the analysis can tell -------------------
-
-
-@dataclass(frozen=True)
-class Unknown:
-    pass
-
-
-UNKNOWN = Unknown()
-
-
-@dataclass(frozen=True)
-class Const:
-    value: Union[bool, int, float, str, None]
-
-
-@dataclass(frozen=True, eq=False)
-class DictLit:
-    """A dict whose string keys are known; `complete` is False when `**other` may add keys."""
-
-    entries: dict[str, "Value"]
-    complete: bool
-    node: cst.CSTNode
-    # Where each entry is spelled, so findings point at `"preserve_rng_state": False` itself.
-    entry_nodes: dict[str, cst.CSTNode] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Ref:
-    """An importable symbol or a module-level definition, by canonical qualified name."""
-
-    qualname: str
-
-
-@dataclass(frozen=True, eq=False)
-class Partial:
-    func: "Value"
-    args: tuple[cst.Arg, ...]
-    keywords: dict[str, "Value"]
-    keyword_nodes: dict[str, cst.CSTNode]
-    node: cst.CSTNode
-    arg_values: tuple["Value", ...] = ()
-
-
-@dataclass(frozen=True, eq=False)
-class Lambda:
-    node: cst.Lambda
-
-
-@dataclass(frozen=True)
-class ModuleObject:
-    """An nn.Module instance; `classes` are the classes it may be (container elements included)."""
-
-    classes: tuple[str, ...]
-    origin: str  # how the code spells it, e.g. "self.block1"
-    container: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class Param:
-    """A parameter of the enclosing function whose provenance is not known."""
-
-    name: str
-    function: str
-
-
-@dataclass(frozen=True, eq=False)
-class LocalFunction:
-    """A function defined inside another one (a closure), or a method reached as `self.method`."""
-
-    qualname: str
-    node: Optional[cst.FunctionDef] = None
-
-
-@dataclass(frozen=True)
-class Items:
-    """A tuple whose elements the analysis knows (what a forward returns as `return h, scores`)."""
-
-    values: tuple["Value", ...]
-
-
-@dataclass(frozen=True, eq=False)
-class Instance:
-    """An object returned by calling `ctor` (a model from `from_pretrained`, TrainingArguments, ...)."""
-
-    ctor: str
-    node: cst.Call
-
-
-@dataclass(frozen=True)
-class DataSource:
-    """A DataLoader: iterating it yields batches that do not require grad."""
-
-    origin: str
-
-
-class Grad(enum.Enum):
-    NONE = "cannot require grad"
-    REQUIRED = "requires grad"
-    UNKNOWN = "may require grad"  # a tensor, but whether it needs grad is not known
-
-
-@dataclass(frozen=True)
-class Tensor:
-    """A tensor whose `requires_grad` the dataflow decided; `origin` explains why, for messages."""
-
-    grad: Grad
-    origin: Union[str, Spelling]
-    # No grad because upstream parameters are frozen (CKPT005) rather than because it is data (CKPT001).
-    frozen: bool = False
-
-
-Value = Union[Unknown, Const, DictLit, Ref, Partial, Lambda, ModuleObject, Param, LocalFunction, DataSource, Tensor, Instance, Items]
-
-
-def merge(a: Optional[Value], b: Value) -> Value:
-    """Join of two possible values at a control-flow merge: equal or unknown."""
-    if a is None or a is b or a == b:
-        return b
-    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.grad is b.grad:
-        return a
-    return UNKNOWN
-
-
-def join_grad(values: list[Value], origin: Union[str, Spelling]) -> Value:
-    """requires_grad of an op's result: any input requiring grad makes it require grad."""
-    tensors = [v for v in values if isinstance(v, Tensor)]
-    if any(t.grad is Grad.REQUIRED for t in tensors):
-        return Tensor(Grad.REQUIRED, origin)
-    if not tensors or any(not isinstance(v, (Tensor, Const)) for v in values):
-        return UNKNOWN
-    return Tensor(Grad.NONE, tensors[0].origin, frozen=any(t.frozen for t in tensors))
 
 
 # --- modes and sites ----------------------------------------------------------------------------

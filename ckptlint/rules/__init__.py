@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Iterator, Optional
 
 from ckptlint.findings import Severity
-from ckptlint.model.sites import code
+from ckptlint.model.values import code
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -49,7 +49,7 @@ def spelled(node: cst.CSTNode, limit: int = 60) -> str:
 
 
 def callee_name(site: "CheckpointSite") -> str:
-    from ckptlint.model.sites import Lambda, LocalFunction, ModuleObject, Partial, Ref
+    from ckptlint.model.values import Lambda, LocalFunction, ModuleObject, Partial, Ref
 
     function = site.function
     if isinstance(function, ModuleObject):

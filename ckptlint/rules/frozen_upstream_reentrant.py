@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Iterator, Optional
 from ckptlint.findings import Severity
 from ckptlint.fixes import input_require_grads, non_reentrant
 from ckptlint.index import Freeze, instance_key
-from ckptlint.model.sites import ApiKind, CheckpointSite, Instance, ModuleObject
+from ckptlint.model.sites import ApiKind, CheckpointSite
+from ckptlint.model.values import Instance, ModuleObject
 from ckptlint.rules import Diagnostic, Rule, callee_name
 from ckptlint.rules.inputs_cannot_require_grad import no_grad_inputs
 from ckptlint.versions import transformers_default_reentrant

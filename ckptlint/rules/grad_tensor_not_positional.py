@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Iterator
 
 from ckptlint.findings import Severity
 from ckptlint.fixes import non_reentrant
-from ckptlint.model.sites import ApiKind, CheckpointSite, Grad, Lambda, LocalFunction, ModuleObject, Param, Partial, Tensor, Value
+from ckptlint.model.sites import ApiKind, CheckpointSite
+from ckptlint.model.values import Grad, Lambda, LocalFunction, ModuleObject, Param, Partial, Tensor, Value
 from ckptlint.rules import Diagnostic, Rule, callee_name, spelled
 
 if TYPE_CHECKING:

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Iterator
 
 from ckptlint.findings import Severity
 from ckptlint.fixes import non_reentrant
-from ckptlint.model.sites import CheckpointSite, Grad, Tensor
+from ckptlint.model.sites import CheckpointSite
+from ckptlint.model.values import Grad, Tensor
 from ckptlint.rules import Diagnostic, Rule, callee_name
 
 if TYPE_CHECKING:

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Iterator
 
 from ckptlint.findings import Severity
 from ckptlint.model.regions import Region, RegionPart
-from ckptlint.model.sites import ApiKind, Tensor
+from ckptlint.model.sites import ApiKind
+from ckptlint.model.values import Tensor
 from ckptlint.rules import Diagnostic, Rule, callee_name
 
 if TYPE_CHECKING:
