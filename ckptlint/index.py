@@ -20,6 +20,7 @@ from ckptlint.names import absolute_module, import_bindings, resolve_dotted
 Literal = Union[bool, int, float, str, None]
 CONTAINERS = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"})
 PARTIAL = frozenset({"functools.partial"})
+PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 
 
 @dataclass
@@ -32,6 +33,7 @@ class AttrBinding:
     has_constant: bool = False
     is_lambda: bool = False
     is_buffer: bool = False  # registered with `self.register_buffer(name, ...)`
+    parameter: Optional[bool] = None  # an `nn.Parameter`: whether it requires grad
 
 
 @dataclass
@@ -382,12 +384,11 @@ class _Summarizer:
             elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
-                    attr = _self_attr(target)
-                    if attr is not None:
-                        new = self.binding(node.value, local_elements)
+                    for attr, value in _self_targets(target, node.value):
+                        new = self.binding(value, local_elements)
                         old = attrs.get(attr)
                         attrs[attr] = _merge(old, new) if old else new
-                    elif isinstance(target, ast.Name) and isinstance(node.value, (ast.List, ast.ListComp, ast.Tuple)):
+                    if isinstance(target, ast.Name) and isinstance(node.value, (ast.List, ast.ListComp, ast.Tuple)):
                         local_elements[target.id] = list(self.constructors(node.value, local_elements))
 
     def binding(self, value: ast.AST, local_elements: dict[str, list[str]]) -> AttrBinding:
@@ -398,6 +399,12 @@ class _Summarizer:
             return AttrBinding(is_lambda=True)
         if isinstance(value, ast.Call):
             ctor = self.qualify(value.func)
+            if ctor in PARAMETERS:
+                flag = next((literal(k.value) for k in value.keywords if k.arg == "requires_grad"), None)
+                if flag is None and len(value.args) > 1:
+                    flag = literal(value.args[1])
+                known, requires = flag or (True, True)
+                return AttrBinding((ctor,), parameter=bool(requires) if known else None)
             if ctor in CONTAINERS:
                 elements: list[str] = []
                 for arg in value.args:
@@ -651,6 +658,20 @@ def _self_attr(node: ast.AST) -> Optional[str]:
     return None
 
 
+def _self_targets(target: ast.AST, value: ast.AST) -> Iterator[tuple[str, ast.AST]]:
+    """(attribute, value) for `self.a = v`, `self.a, self.b = v1, v2` and `self.a, self.b = (f() for ...)`."""
+    attr = _self_attr(target)
+    if attr is not None:
+        yield attr, value
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+            for element, part in zip(target.elts, value.elts):
+                yield from _self_targets(element, part)
+        elif isinstance(value, (ast.GeneratorExp, ast.ListComp)):
+            for element in target.elts:
+                yield from _self_targets(element, value.elt)
+
+
 def _merge(old: AttrBinding, new: AttrBinding) -> AttrBinding:
     """An attribute assigned on several paths may hold any of the values."""
     same_constant = old.has_constant and new.has_constant and old.constant == new.constant
@@ -661,6 +682,7 @@ def _merge(old: AttrBinding, new: AttrBinding) -> AttrBinding:
         same_constant,
         old.is_lambda or new.is_lambda,
         old.is_buffer or new.is_buffer,
+        old.parameter if old.parameter == new.parameter else None,
     )
 
 

@@ -140,6 +140,81 @@ CASES = {
         """,
         {(12, "CKPT003")},
     ),
+    "chunk, unbind and permute unpacking keep the tensor's facts": (
+        """
+        class Attention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.qkv = nn.Linear(4, 12)
+                self.attend = nn.Linear(4, 4)
+            def forward(self, h):
+                q, k, v = self.qkv(h).chunk(3, dim=-1)
+                a = checkpoint(functools.partial(self.attend, k), q, use_reentrant=True)
+                q2, k2, v2 = self.qkv(h).reshape(2, 3, 4).permute(1, 0, 2)
+                b = checkpoint(lambda t: self.attend(t) * v2, q2, use_reentrant=True)
+                q3, k3, v3 = torch.unbind(self.qkv(h).view(2, 3, 4), dim=1)
+                c = checkpoint(functools.partial(self.attend, bias=k3), q3, use_reentrant=True)
+                return a + b + c
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.attn = Attention()
+            def forward(self, x):
+                return self.attn(self.stem(x))
+        """,
+        {(9, "CKPT003"), (11, "CKPT003"), (13, "CKPT003")},
+    ),
+    "unpacking a module's output stays unknown": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.router = nn.Linear(4, 4)
+                self.block = nn.Linear(4, 4)
+            def forward(self, x):
+                h = self.block(x)
+                scores, mask = self.router(h)
+                return checkpoint(functools.partial(self.block, mask=mask), h, use_reentrant=True)
+        """,
+        set(),
+    ),
+    "an nn.Parameter is a leaf that requires grad; an activation built from it is not": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.pos = nn.Parameter(torch.zeros(4))
+                self.fixed = nn.Parameter(torch.zeros(4), requires_grad=False)
+                self.block = nn.Linear(4, 4)
+            def forward(self, x):
+                pos = self.pos
+                h = checkpoint(lambda t: self.block(t) + pos, x + self.pos, use_reentrant=True)
+                ctx = self.pos * 2
+                h = checkpoint(lambda t: self.block(t) + ctx, h, use_reentrant=True)
+                return checkpoint(self.block, self.fixed, use_reentrant=True)
+        """,
+        {(12, "CKPT003"), (13, "CKPT001")},
+    ),
+    "submodules assigned as a tuple or from a generator in __init__ are known": (
+        """
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj, self.drop = nn.Linear(4, 4), nn.Dropout(0.1)
+                self.q, self.k = (nn.Linear(4, 4) for _ in range(2))
+            def forward(self, h):
+                return self.drop(self.proj(h)) + self.q(h) + self.k(h)
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.block = Block()
+            def forward(self, x):
+                return checkpoint(self.block, self.stem(x), use_reentrant=False, preserve_rng_state=False)
+        """,
+        {(15, "CKPT002")},
+    ),
     "python random inside the region, numpy outside": (
         """
         class Net(nn.Module):

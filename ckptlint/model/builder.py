@@ -62,6 +62,7 @@ from ckptlint.model.values import (
     ModuleObject,
     Param,
     Partial,
+    Pieces,
     Ref,
     Spelling,
     Tensor,
@@ -77,6 +78,8 @@ from ckptlint.model.torch_knowledge import (
     MODULE_BASES,
     PARAMETER_FREE_MODULES,
     PARAMETER_MODULES,
+    SPLITTING_FUNCTIONS,
+    SPLITTING_METHODS,
     TENSOR_FACTORIES,
     TORCH_RNG_FUNCTIONS,
     TORCH_RNG_METHODS,
@@ -427,8 +430,14 @@ class ModelBuilder(ReadOnlyWalker):
                 for item, element in zip(target.elements, value.values):
                     self.bind_target(item.value, element, statement)
                 return
-            # Parts of data are data; parts of a module's output may be masks or indices.
-            element = value if isinstance(value, Tensor) and value.grad is Grad.NONE else UNKNOWN
+            # Slices of a tensor are like it; parts of data are data; parts of a module's output may be
+            # masks or indices.
+            if isinstance(value, Pieces):
+                element: Value = value.tensor
+            elif isinstance(value, Tensor) and (value.grad is Grad.NONE or not value.maybe_tuple):
+                element = Tensor(value.grad, value.origin, value.frozen)
+            else:
+                element = UNKNOWN
             for item in target.elements:
                 self.bind_target(item.value, element, statement)
         elif isinstance(target, cst.Attribute) and statement is not None:
@@ -506,6 +515,8 @@ class ModelBuilder(ReadOnlyWalker):
             return ModuleObject(value.classes, f"an element of {value.origin}")
         if isinstance(value, DataSource):
             return Tensor(Grad.NONE, f"a batch from the DataLoader `{value.origin}`")
+        if isinstance(value, Pieces):
+            return value.tensor
         if isinstance(value, (Tensor, Const)):
             return value  # slicing keeps a tensor a tensor, and metadata metadata
         return UNKNOWN
@@ -597,6 +608,11 @@ class ModelBuilder(ReadOnlyWalker):
             return self.method(owner, attr)
         if binding.has_constant:
             return Const(binding.constant)
+        if binding.parameter is not None:
+            grad = Grad.REQUIRED if binding.parameter else Grad.NONE
+            return Tensor(grad, f"`self.{attr}` is an nn.Parameter{'' if binding.parameter else ' with requires_grad=False'}", leaf=True)
+        if binding.is_buffer:
+            return Tensor(Grad.NONE, f"`self.{attr}` is a registered buffer", leaf=True)
         if binding.constructors or binding.container:
             classes = tuple(self.index.canonical(c) for c in binding.constructors)
             return ModuleObject(classes, f"self.{attr}", binding.container)
@@ -684,6 +700,9 @@ class ModelBuilder(ReadOnlyWalker):
             return self.dict_from_arguments(node, node.args)
         if self.index.class_(func.qualname) is not None:
             return ModuleObject((func.qualname,), code(node.func))
+        if func.qualname in SPLITTING_FUNCTIONS and node.args and not node.args[0].star:
+            whole = self.evaluate(node.args[0].value)
+            return Pieces(Tensor(whole.grad, whole.origin, whole.frozen)) if isinstance(whole, Tensor) else UNKNOWN
         if func.qualname.startswith(GRAD_NEUTRAL_PREFIXES) and func.qualname.count(".") <= 3:
             return join_grad([self.evaluate(a.value) for a in node.args if not a.star], Spelling("`{}`", node))
         module, name = self.index.split(func.qualname)
@@ -691,7 +710,7 @@ class ModelBuilder(ReadOnlyWalker):
             inputs = [self.evaluate(a.value) for a in node.args if not a.star]
             if any(isinstance(v, Tensor) for v in inputs):
                 # A tensor, but maybe a mask built from an input's shape: whether it needs grad is open.
-                return Tensor(Grad.UNKNOWN, Spelling("`{}`", node))
+                return Tensor(Grad.UNKNOWN, Spelling("`{}`", node), maybe_tuple=True)
         return Instance(func.qualname, node)
 
     def tensor_method(self, receiver: Tensor, method: str, node: cst.Call) -> Value:
@@ -704,6 +723,8 @@ class ModelBuilder(ReadOnlyWalker):
             return UNKNOWN
         if method in GRAD_NEUTRAL_METHODS:
             return join_grad([receiver, *(self.evaluate(a.value) for a in node.args if not a.star)], receiver.origin)
+        if method in SPLITTING_METHODS:
+            return Pieces(Tensor(receiver.grad, receiver.origin, receiver.frozen))
         return UNKNOWN
 
     def returned_items(self, module: ModuleObject) -> Optional[Items]:
@@ -719,16 +740,16 @@ class ModelBuilder(ReadOnlyWalker):
         frozen = self.frozen(module)
         if frozen is not None:
             if frozen and inputs and all(isinstance(v, Tensor) and v.grad is Grad.NONE for v in inputs):
-                return Tensor(Grad.NONE, f"`{module.origin}` is frozen ({frozen}) and its input cannot require grad", frozen=True)
+                return Tensor(Grad.NONE, f"`{module.origin}` is frozen ({frozen}) and its input cannot require grad", frozen=True, maybe_tuple=True)
             if frozen:
                 return UNKNOWN
         if module.classes and all((self.index.class_(c) or _NO_SUMMARY).forward_no_grad for c in module.classes):
-            return Tensor(Grad.NONE, f"`{module.origin}` runs its forward under torch.no_grad()")
+            return Tensor(Grad.NONE, f"`{module.origin}` runs its forward under torch.no_grad()", maybe_tuple=True)
         parameters = self.has_parameters(module.classes)
         if parameters is False:
             return join_grad(inputs, f"output of `{module.origin}`")
         if parameters is True:
-            return Tensor(Grad.REQUIRED, f"output of `{module.origin}`, which has trainable parameters")
+            return Tensor(Grad.REQUIRED, f"output of `{module.origin}`, which has trainable parameters", maybe_tuple=True)
         return UNKNOWN
 
     def frozen(self, module: ModuleObject) -> Optional[str]:
@@ -904,9 +925,9 @@ class ModelBuilder(ReadOnlyWalker):
             inputs = list(site.input_values)
             if inputs and all(isinstance(v, Tensor) and v.grad is Grad.NONE for v in inputs):
                 frozen = any(v.frozen for v in inputs if isinstance(v, Tensor))
-                return Tensor(Grad.NONE, Spelling("output of the reentrant checkpoint `{}`, whose inputs cannot require grad", site.call), frozen)
+                return Tensor(Grad.NONE, Spelling("output of the reentrant checkpoint `{}`, whose inputs cannot require grad", site.call), frozen, maybe_tuple=True)
             if any(isinstance(v, Tensor) and v.grad is Grad.REQUIRED for v in inputs):
-                return Tensor(Grad.REQUIRED, Spelling("output of `{}`", site.call))
+                return Tensor(Grad.REQUIRED, Spelling("output of `{}`", site.call), maybe_tuple=True)
             return UNKNOWN
         if isinstance(site.function, ModuleObject):
             return self.module_output(site.function, list(site.input_values))

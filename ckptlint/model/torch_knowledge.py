@@ -68,9 +68,12 @@ GRAD_NEUTRAL_METHODS = frozenset(
     {
         "to", "float", "half", "double", "bfloat16", "cuda", "cpu", "view", "reshape", "permute",
         "transpose", "flatten", "unsqueeze", "squeeze", "contiguous", "clone", "expand", "expand_as",
-        "repeat", "mean", "sum", "softmax", "chunk", "split", "type", "type_as", "view_as", "narrow",
+        "repeat", "mean", "sum", "softmax", "type", "type_as", "view_as", "narrow",
         "masked_fill", "pow", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "max", "min",
     }
 )  # fmt: skip
+# Tensor methods and torch functions that cut a tensor into a tuple of slices, each like the whole.
+SPLITTING_METHODS = frozenset({"chunk", "split", "unbind", "tensor_split", "hsplit", "vsplit", "dsplit", "split_with_sizes"})
+SPLITTING_FUNCTIONS = frozenset(f"torch.{name}" for name in SPLITTING_METHODS)
 # Functions whose result requires grad iff one of their tensor arguments does.
 GRAD_NEUTRAL_PREFIXES = ("torch.", "torch.nn.functional.")

@@ -156,9 +156,20 @@ class Tensor:
     origin: Union[str, Spelling]
     # No grad because upstream parameters are frozen (CKPT005) rather than because it is data (CKPT001).
     frozen: bool = False
+    # An `nn.Parameter` itself: capturing it in a checkpointed closure is harmless (no graph behind it).
+    leaf: bool = False
+    # A module's or function's output, which may be a tuple: its unpacked parts may be masks or indices.
+    maybe_tuple: bool = False
 
 
-Value = Union[Unknown, Const, DictLit, Ref, Partial, Lambda, ModuleObject, Param, LocalFunction, DataSource, Tensor, Instance, Items]
+@dataclass(frozen=True)
+class Pieces:
+    """Slices of one tensor (`t.chunk(3)`, `t.unbind(0)`, `torch.split(t, 2)`): each part is like `tensor`."""
+
+    tensor: Tensor
+
+
+Value = Union[Unknown, Const, DictLit, Ref, Partial, Lambda, ModuleObject, Param, LocalFunction, DataSource, Tensor, Instance, Items, Pieces]
 
 
 def merge(a: Optional[Value], b: Value) -> Value:
@@ -166,12 +177,13 @@ def merge(a: Optional[Value], b: Value) -> Value:
     if a is None or a is b or a == b:
         return b
     if isinstance(a, Tensor) and isinstance(b, Tensor) and a.grad is b.grad:
-        return a
+        return Tensor(a.grad, a.origin, a.frozen and b.frozen, a.leaf and b.leaf, a.maybe_tuple or b.maybe_tuple)
     return UNKNOWN
 
 
 def join_grad(values: list[Value], origin: Union[str, Spelling]) -> Value:
     """requires_grad of an op's result: any input requiring grad makes it require grad."""
+    values = [v.tensor if isinstance(v, Pieces) else v for v in values]
     tensors = [v for v in values if isinstance(v, Tensor)]
     if any(t.grad is Grad.REQUIRED for t in tensors):
         return Tensor(Grad.REQUIRED, origin)

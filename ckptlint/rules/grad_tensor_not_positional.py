@@ -22,7 +22,8 @@ HELP = (
 
 
 def needs_grad(value: Value) -> bool:
-    return isinstance(value, Tensor) and value.grad is Grad.REQUIRED
+    """A tensor with a graph behind it: a captured leaf (an `nn.Parameter`) is harmless (measured)."""
+    return isinstance(value, Tensor) and value.grad is Grad.REQUIRED and not value.leaf
 
 
 class GradTensorNotPositional(Rule):
