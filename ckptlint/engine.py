@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     import libcst as cst
 
     from ckptlint.model import FileModel
+    from ckptlint.model.sites import CallRecord
 
 # Below this much source, forking workers costs more than it saves (the pre-commit case).
 _PARALLEL_MIN_BYTES = 400_000
@@ -451,17 +452,38 @@ class _Models:
         # What the current analysis used: the files its cached result depends on, and the trees
         # its findings in other files point into (even if evicted or re-cut since).
         self.used: dict[int, _Other] = {}
+        # Files searched for calls of a function (a new call there must re-run the analysis).
+        self.consulted: set[str] = set()
+        self.current: Optional[FileModel] = None
+        self.current_source: Optional[Source] = None
+        self.complete: frozenset[str] = frozenset()
+
+    def start(self, model: FileModel, source: Source, sliced: SourceSlice) -> None:
+        """A new analysis: `model` is the file analysed, from `source` cut to `sliced`."""
+        self.used.clear()
+        self.consulted.clear()
+        self.current, self.current_source = model, source
+        kept = set(sliced.lines) if sliced.lines is not None else None
+        # Top-level definitions the cut kept whole (a class may have lost methods nothing reaches).
+        self.complete = frozenset(
+            block.binds
+            for block in self.index.modules[model.module].blocks
+            if block.definition and (kept is None or (block.start in kept and all(m.start in kept for m in block.members)))
+        )
 
     def add(self, model: FileModel, source: Source) -> None:
         """A whole file's model, analysed for its own sake: it serves every callee in it."""
         self._keep(model.module, _Other(model, source, whole_source(source.text, self.index.modules[model.module]), None))
 
     def get(self, module: str, qualname: str) -> Optional[FileModel]:
-        """The model of `module` that holds the function `qualname`."""
+        """The model of `module` that holds the function `qualname` (`module` alone: its module-level code)."""
         name = qualname[len(module) + 1 :].split(".", 1)[0]
+        current = self.current
+        if current is not None and current.module == module and (not name or name in self.complete or qualname in current.functions):
+            return current
         other = self.by_module.get(module)
         if module not in self.by_module or (other is not None and other.names is not None and name not in other.names):
-            other = self._load(module, frozenset({name}) | (other.names if other else frozenset()))
+            other = self._load(module, frozenset({name} if name else ()) | (other.names if other else frozenset()))
             self._keep(module, other)
         else:
             self.by_module.move_to_end(module)
@@ -469,6 +491,20 @@ class _Models:
             return None
         self.used[id(other)] = other
         return other.model
+
+    def callers(self, target: str) -> Optional[list[tuple[FileModel, CallRecord]]]:
+        """Every call of the function `target` in the project's files that may hold one (None: too
+        many places to look)."""
+        blocks = self.index.caller_blocks(target)
+        if blocks is None:
+            return None
+        found: dict[int, tuple[FileModel, CallRecord]] = {}
+        for summary, block in blocks:
+            self.consulted.add(summary.path)
+            model = self.get(summary.name, f"{summary.name}.{block}" if block else summary.name)
+            for call in model.calls.get(target, ()) if model is not None else ():
+                found.setdefault(id(call), (model, call))
+        return list(found.values())
 
     def _keep(self, module: str, other: Optional[_Other]) -> None:
         self.by_module[module] = other
@@ -485,7 +521,8 @@ class _Models:
         if summary is None:
             return None
         try:
-            source = read_source(summary.path)
+            # The file analysed may be unsaved (stdin): its other definitions come from the text linted.
+            source = self.current_source if self.current is not None and self.current.module == module else read_source(summary.path)
             sliced = definitions_source(source.text, summary, names)
             tree = _parse_valid(sliced.text)
         except (SourceError, cst.ParserSyntaxError, RecursionError):
@@ -515,6 +552,7 @@ def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
     import libcst as cst
 
     from ckptlint.model import build_file_model
+    from ckptlint.model.summaries import Resolver
     from ckptlint.model.walk import descendants
 
     global _MODELS
@@ -522,7 +560,6 @@ def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
     index.cited.clear()
     if _MODELS is None or _MODELS.index is not index:
         _MODELS = _Models(index, versions, settings)
-    _MODELS.used.clear()
     path = unit.source.path
     result: dict[str, Any] = {"findings": [], "unresolved": 0, "error": None, "depends": {}}
     sliced = relevant_source(unit.source.text, summary, index, settings)
@@ -535,8 +572,10 @@ def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
         return path, result
     model = build_file_model(tree, path, summary, index, versions, settings)
     model.models = _MODELS.get
+    _MODELS.start(model, unit.source, sliced)
     if sliced.lines is None:  # a cut model cannot serve other files' callees
         _MODELS.add(model, unit.source)
+    model.sites = Resolver(model, _MODELS.callers).sites()
     result["unresolved"] = sum(not site.resolved for site in model.sites)
     rules = [rule() for rule in all_rules()]
     diagnostics = [(rule, d) for rule in rules for d in rule.check(model)]
@@ -552,7 +591,7 @@ def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
                 inside = {id(node) for node in descendants(other.model.tree)}
                 mine = [(rule, d) for rule, d in group if id(d.node) in inside]
                 result["findings"].extend(_findings(other.model, other.source, mine, settings, other.sliced))
-    others = ({other.model.path for other in _MODELS.used.values()} | index.cited) - {path}
+    others = ({other.model.path for other in _MODELS.used.values()} | index.cited | _MODELS.consulted) - {path}
     result["depends"].update((other, digests[other]) for other in others if other in digests)
     return path, result
 

@@ -15,6 +15,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional, Union
 
+from ckptlint.model.apis import HF_CHECKPOINT_FUNC_ATTR, HF_GC_LAYER, KNOWN_APIS, LIGHTNING_MODULES
+from ckptlint.model.sites import ApiKind
+from ckptlint.model.torch_knowledge import MODULE_BASES
 from ckptlint.names import absolute_module, import_bindings, resolve_dotted
 
 Literal = Union[bool, int, float, str, None]
@@ -34,6 +37,7 @@ class AttrBinding:
     is_lambda: bool = False
     is_buffer: bool = False  # registered with `self.register_buffer(name, ...)`
     parameter: Optional[bool] = None  # an `nn.Parameter`: whether it requires grad
+    param: Optional[str] = None  # assigned straight from this `__init__` parameter (a held module)
 
 
 @dataclass
@@ -119,6 +123,10 @@ class ModuleSummary:
     hf_enables: list[tuple[int, Optional[bool]]] = field(default_factory=list)
     # Classes built or passed around by helper functions (`return Block(...)`, registries): submodules.
     factory_built: tuple[str, ...] = ()
+    # Calls that hand a function's own callable on (`checkpoint(fn, *args)` in `def run(fn, *args)`):
+    # function or "Class.method" -> [callee as spelled (qualified), what is handed: "param:NAME",
+    # "self" (the module itself) or "self.ATTR"]. The index decides which are checkpoint wrappers.
+    forwarding: dict[str, list[list[str]]] = field(default_factory=dict)
     blocks: list[Block] = field(default_factory=list)
     digest: str = field(default="", compare=False)
 
@@ -156,6 +164,7 @@ class ModuleSummary:
             instance_freezes={n: _freeze_from_json(f) for n, f in data["instance_freezes"].items()},
             hf_enables=[tuple(e) for e in data["hf_enables"]],
             factory_built=tuple(data["factory_built"]),
+            forwarding=data["forwarding"],
             blocks=[
                 Block(
                     b["start"], b["end"], b["definition"], b["binds"], b["refs"], b["attrs"], b["stashes"],
@@ -267,11 +276,12 @@ class _Summarizer:
                     aliases[stmt.targets[0].id] = alias
         if _FREEZE_TEXT.search(source):
             self.collect_instance_freezes(tree, path, "")
+        self.forwarding: dict[str, list[list[str]]] = {}
         blocks, built = self.scan(tree)
         hf_enables = _hf_enables(tree) if "checkpointing_enable" in source else []
         return ModuleSummary(
             self.module, path, self.is_package, dict(self.imports), classes, tuple(functions), aliases, self.instance_freezes,
-            hf_enables, built, blocks,
+            hf_enables, built, self.forwarding, blocks,
         )
 
     def may_freeze(self, node: ast.stmt) -> bool:
@@ -292,14 +302,20 @@ class _Summarizer:
                 header = _Reads(self, [*stmt.decorator_list, *stmt.bases, *stmt.keywords, *(m for m in stmt.body if m not in methods)], built)
                 whole = _Reads(self, [], built)
                 whole.merge(header)
+                own = frozenset(m.name for m in methods)
                 for method in methods:
-                    reads = _Reads(self, [method], built)
+                    reads = _Reads(self, [method], built, _params(method), own)
                     whole.merge(reads)
+                    if reads.forwarding:
+                        self.forwarding[f"{stmt.name}.{method.name}"] = reads.forwarding
                     members.append(Member(method.name, _first_line(method), method.end_lineno or method.lineno, _joined(reads.attrs), _joined(reads.self_stores), reads.stashes))
                 reads = whole
                 reads.attrs = header.attrs
             else:
-                reads = _Reads(self, [stmt], built)
+                function = isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+                reads = _Reads(self, [stmt], built, _params(stmt) if function else None)
+                if reads.forwarding:
+                    self.forwarding[stmt.name] = reads.forwarding
             definition = isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
             if definition:
                 binds = {stmt.name}
@@ -366,6 +382,7 @@ class _Summarizer:
         return ClassSummary(f"{self.module}.{node.name}", bases, attrs, tuple(methods), forward_no_grad, freeze)
 
     def collect_init(self, init: ast.FunctionDef, attrs: dict[str, AttrBinding]) -> None:
+        init_params = _params(init) - {"self"}
         # Local lists that later become ModuleList/Sequential contents: `layers.append(Block())`.
         local_elements: dict[str, list[str]] = {}
         for node in _in_source_order(init):
@@ -386,6 +403,8 @@ class _Summarizer:
                 for target in targets:
                     for attr, value in _self_targets(target, node.value):
                         new = self.binding(value, local_elements)
+                        if isinstance(value, ast.Name) and value.id in init_params:
+                            new.param = value.id
                         old = attrs.get(attr)
                         attrs[attr] = _merge(old, new) if old else new
                     if isinstance(target, ast.Name) and isinstance(node.value, (ast.List, ast.ListComp, ast.Tuple)):
@@ -543,12 +562,16 @@ def _hf_enables(tree: ast.Module) -> list[tuple[int, Optional[bool]]]:
 class _Reads:
     """Names and attributes some code reads and stores, from one walk that also collects factory-built classes."""
 
-    def __init__(self, summarizer: "_Summarizer", roots: list[ast.AST], built: list[str]) -> None:
+    def __init__(
+        self, summarizer: "_Summarizer", roots: list[ast.AST], built: list[str], params: Optional[frozenset[str]] = None, methods: frozenset[str] = frozenset()
+    ) -> None:
         self.loads: set[str] = set()
         self.stores: set[str] = set()
         self.attrs: set[str] = set()
         self.self_stores: set[str] = set()
         self.stashes = False
+        # In a function: calls handing on one of its parameters (or `self`) as the first argument.
+        self.forwarding: list[list[str]] = []
         for root in roots:
             for node in _nodes(root):
                 kind = type(node)
@@ -572,6 +595,11 @@ class _Reads:
                     candidates = [v for v in node.values if v is not None]
                 elif kind is ast.Call:
                     candidates = [*node.args, *(k.value for k in node.keywords)]
+                    if params is not None and node.args:
+                        handed = _handed_callable(summarizer, node.args[0], params)
+                        callee = _forwarded_to(summarizer, node.func, methods) if handed else None
+                        if callee and [callee, handed] not in self.forwarding:
+                            self.forwarding.append([callee, handed])
                 else:
                     continue
                 for candidate in candidates:
@@ -586,6 +614,46 @@ class _Reads:
         self.attrs |= other.attrs
         self.self_stores |= other.self_stores
         self.stashes = self.stashes or other.stashes
+
+
+# Callees that never run a checkpoint on what they are handed (besides the checkpoint APIs themselves).
+_NOT_WRAPPERS = ("builtins.", "functools.", "itertools.", "operator.", "math.", "numpy.", "typing.", "torch.")
+
+
+def _params(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> frozenset[str]:
+    arguments = function.args
+    names = [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
+    return frozenset(names)
+
+
+def _forwarded_to(summarizer: "_Summarizer", func: ast.AST, methods: frozenset[str]) -> Optional[str]:
+    """The callee of a call handing on a callable, when it may run a checkpoint: a checkpoint API,
+    transformers' `self._gradient_checkpointing_func`, a method of the same class, or a function of
+    this module or another (library functions are left out)."""
+    if isinstance(func, ast.Attribute) and _is_self(func.value):
+        return f"self.{func.attr}" if func.attr in methods or func.attr == HF_CHECKPOINT_FUNC_ATTR else None
+    callee = summarizer.qualify(func)
+    if callee is None or callee in KNOWN_APIS:
+        return callee
+    return None if callee.startswith(_NOT_WRAPPERS) else callee
+
+
+def _handed_callable(summarizer: "_Summarizer", arg: ast.AST, params: frozenset[str]) -> Optional[str]:
+    """What a call's first argument hands on, when it is the caller's own: `fn`, `partial(fn, ...)`,
+    `fn.__call__` for a parameter `fn` ("param:fn"); `self`, `super().__call__` ("self");
+    `self.block` ("self.block")."""
+    if isinstance(arg, ast.Call) and arg.args and summarizer.qualify(arg.func) in PARTIAL:
+        arg = arg.args[0]
+    if isinstance(arg, ast.Attribute) and arg.attr in ("__call__", "forward"):
+        base = arg.value
+        if isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super":
+            return "self" if arg.attr == "__call__" and "self" in params else None
+        arg = base
+    if isinstance(arg, ast.Name) and arg.id in params:
+        return "self" if arg.id == "self" else f"param:{arg.id}"
+    if isinstance(arg, ast.Attribute) and _is_self(arg.value) and "self" in params:
+        return f"self.{arg.attr}"
+    return None
 
 
 def _joined(names: Iterable[str]) -> str:
@@ -683,6 +751,7 @@ def _merge(old: AttrBinding, new: AttrBinding) -> AttrBinding:
         old.is_lambda or new.is_lambda,
         old.is_buffer or new.is_buffer,
         old.parameter if old.parameter == new.parameter else None,
+        old.param if old.param == new.param else None,
     )
 
 
@@ -693,6 +762,8 @@ def summarize(source: str, path: str, module: str, is_package: bool) -> ModuleSu
 
 
 _MAX_ALIAS_HOPS = 32
+# Statements that may call one function: beyond this, its callers are taken as unknown.
+_MAX_CALLER_BLOCKS = 16
 
 
 class ProjectIndex:
@@ -709,6 +780,12 @@ class ProjectIndex:
         self._subclass: dict[tuple[str, frozenset[str]], bool] = {}
         # Files whose line numbers the current analysis read (summary digests leave positions out).
         self.cited: set[str] = set()
+        self._bound_as: Optional[dict[str, list[tuple[str, str]]]] = None
+        self._subclasses: Optional[dict[str, list[str]]] = None
+        self._readers: dict[str, dict[str, list[int]]] = {}
+        self._callers: dict[str, list[tuple[ModuleSummary, Optional[str]]]] = {}
+        self._read_only_in: dict[tuple[str, str], bool] = {}
+        self._forwards: dict[str, Optional[str]] = {}
 
     def split(self, qualname: str) -> tuple[Optional[ModuleSummary], str]:
         """(module, rest of the name) for the longest module prefix (memoized: every lookup starts here)."""
@@ -781,10 +858,15 @@ class ProjectIndex:
         return self._subclass[key]
 
     def attribute(self, class_qualname: str, attr: str) -> Optional[AttrBinding]:
+        holder = self.attribute_holder(class_qualname, attr)
+        return holder.attrs[attr] if holder is not None else None
+
+    def attribute_holder(self, class_qualname: str, attr: str) -> Optional[ClassSummary]:
+        """The class (itself or a base) whose `__init__` or body binds `attr`."""
         for name in self.ancestors(class_qualname):
             summary = self.class_(name)
             if summary is not None and attr in summary.attrs:
-                return summary.attrs[attr]
+                return summary
         return None
 
     def forward_owner(self, class_qualname: str) -> Optional[ClassSummary]:
@@ -838,6 +920,163 @@ class ProjectIndex:
             self.cited.add(found[0])
         return found
 
+    def caller_blocks(self, target: str) -> Optional[list[tuple[ModuleSummary, Optional[str]]]]:
+        """Top-level statements that may call `target` (a function, or a method of a class), as
+        (module, definition name; None for module-level code): those that read a name bound to the
+        function, to its class or a subclass (instances run inherited methods), or to its module
+        (`mod.func(...)`), and the class bodies themselves (`self.method(...)`). None when there are
+        too many to follow (a method of a base class of every model, say): the callers are unknown."""
+        if target not in self._callers:
+            found = self._caller_blocks(target)
+            self._callers[target] = found if len(found) <= _MAX_CALLER_BLOCKS else None
+        return self._callers[target]
+
+    def _caller_blocks(self, target: str) -> list[tuple[ModuleSummary, Optional[str]]]:
+        module, rest = self.split(target)
+        if module is None:
+            return []
+        head, _, member = rest.partition(".")
+        if "." in member or (member and head in module.functions):
+            return [(module, head)]  # a function nested in another is called from there only
+        owner = f"{module.name}.{head}"
+        names = [owner, *self.subclasses(owner)] if member else [owner]
+        found: dict[tuple[str, Optional[str]], ModuleSummary] = {}
+        for name in names:
+            defined_in, _ = self.split(name)
+            if member and defined_in is not None:
+                found[(defined_in.name, name.rsplit(".", 1)[-1])] = defined_in
+            for reader, local in self._bound(name):
+                for number in self._readers_of(reader).get(local, ()):
+                    found.setdefault((reader.name, _definition(reader.blocks[number])), reader)
+        attr = member.rsplit(".", 1)[-1] if member else head
+        for reader, local in self._bound(module.name):
+            for number in self._readers_of(reader).get(local, ()):
+                if attr in reader.blocks[number].attrs.split():
+                    found.setdefault((reader.name, _definition(reader.blocks[number])), reader)
+        return [(summary, block) for (_, block), summary in found.items()]
+
+    def _bound(self, qualname: str) -> list[tuple[ModuleSummary, str]]:
+        """(module, local name) for every module-level name bound to `qualname`."""
+        if self._bound_as is None:
+            self._bound_as = {}
+            for m in self.modules.values():
+                pairs = [(local, target) for local, target in m.imports.items()]
+                pairs += [(local, alias.target) for local, alias in m.aliases.items() if not alias.is_partial]
+                for local, target in pairs:
+                    self._bound_as.setdefault(self.canonical(target), []).append((m.name, local))
+                for local in (*m.classes, *m.functions):
+                    self._bound_as.setdefault(f"{m.name}.{local}", []).append((m.name, local))
+        return [(self.modules[m], local) for m, local in self._bound_as.get(self.canonical(qualname), ())]
+
+    def _readers_of(self, module: ModuleSummary) -> dict[str, list[int]]:
+        """Which top-level statements of `module` read each module-level name."""
+        readers = self._readers.get(module.name)
+        if readers is None:
+            readers = self._readers[module.name] = {}
+            for number, block in enumerate(module.blocks):
+                for name in block.refs.split():
+                    readers.setdefault(name, []).append(number)
+        return readers
+
+    def forwards(self, function: str) -> Optional[str]:
+        """What `function` hands to a checkpoint it runs ("param:NAME", "self" or "self.ATTR", as in
+        `ModuleSummary.forwarding`), directly or through another such function; None if nothing."""
+        function = self.canonical(function)
+        if function not in self._forwards:
+            self._forwards[function] = None  # a recursive chain hands nothing on
+            module, rest = self.split(function)
+            owner = f"{module.name}.{rest.rsplit('.', 1)[0]}" if module is not None and "." in rest else None
+            entries = module.forwarding.get(rest, ()) if module is not None else ()
+            self._forwards[function] = next((handed for callee, handed in entries if self._runs_checkpoint(callee, owner)), None)
+        return self._forwards[function]
+
+    def _runs_checkpoint(self, callee: str, owner: Optional[str]) -> bool:
+        """Whether calling `callee` (as qualified, or `self.NAME` in the class `owner`) runs a
+        checkpoint of the callable it is handed first."""
+        if callee.startswith("self."):
+            name = callee[len("self.") :]
+            if name == HF_CHECKPOINT_FUNC_ATTR:
+                return True
+            method = next((f"{c.qualname}.{name}" for c in map(self.class_, self.ancestors(owner) if owner else ()) if c and name in c.methods), None)
+            return method is not None and (self.forwards(method) or "").startswith("param:")
+        target = self.canonical(callee)
+        alias = self.alias(target)
+        if alias is not None and alias.is_partial:
+            target = self.canonical(alias.target)
+        api = KNOWN_APIS.get(target)
+        if api is not None:
+            return api.kind.runs_checkpoint and api.kind is not ApiKind.HF_FUNC
+        return (self.forwards(target) or "").startswith("param:")
+
+    def wrapper_parameter(self, function: str) -> Optional[str]:
+        """The parameter whose callable `function` checkpoints (an inferred checkpoint wrapper)."""
+        handed = self.forwards(function)
+        return handed[len("param:") :] if handed and handed.startswith("param:") else None
+
+    def checkpointing_method(self, class_qualname: str) -> Optional[str]:
+        """For a module class whose `__call__` checkpoints the module itself, or whose `forward` or
+        `__call__` checkpoints a module handed to its constructor: that method's qualified name."""
+        if self.is_subclass(class_qualname, HF_GC_LAYER):
+            return None  # transformers' own layer: a site of its own kind
+        for method in ("__call__", "forward"):
+            owner = next((c for c in map(self.class_, self.ancestors(class_qualname)) if c and method in c.methods), None)
+            handed = self.forwards(f"{owner.qualname}.{method}") if owner else None
+            if handed == "self" and method == "__call__":
+                return f"{owner.qualname}.{method}"
+            if handed and handed.startswith("self."):
+                binding = self.attribute(class_qualname, handed[len("self.") :])
+                if binding is not None and binding.param is not None:
+                    return f"{owner.qualname}.{method}"
+        return None
+
+    def read_only_in(self, attr: str, function: str) -> bool:
+        """Whether the method `function` is the only code in the project that reads an attribute
+        named `attr` (a scratch attribute: stored and read back within one call)."""
+        key = (attr, function)
+        if key not in self._read_only_in:
+            module, rest = self.split(function)
+            owner, _, method = rest.partition(".")
+            self._read_only_in[key] = module is not None and not any(
+                where != (module.name, owner, method) for where in self._attribute_readers(attr)
+            )
+        return self._read_only_in[key]
+
+    def _attribute_readers(self, attr: str) -> Iterator[tuple[str, Optional[str], Optional[str]]]:
+        """(module, class, method) of every statement or method that reads `.attr`."""
+        word = re.compile(rf"(?:^| ){re.escape(attr)}(?: |$)")
+        for m in self.modules.values():
+            for block in m.blocks:
+                owner = block.binds if block.members else None
+                if attr in block.attrs and word.search(block.attrs):
+                    yield m.name, owner, None
+                for member in block.members:
+                    if attr in member.attrs and word.search(member.attrs):
+                        yield m.name, owner, member.name
+
+    def subclasses(self, qualname: str) -> list[str]:
+        """Project classes deriving from `qualname`, directly or not."""
+        if self._subclasses is None:
+            self._subclasses = {}
+            for m in self.modules.values():
+                for c in m.classes.values():
+                    for base in c.bases:
+                        self._subclasses.setdefault(self.canonical(base), []).append(c.qualname)
+        found, work = [], [self.canonical(qualname)]
+        while work:
+            for sub in self._subclasses.get(work.pop(), ()):
+                if sub not in found:
+                    found.append(sub)
+                    work.append(sub)
+        return found
+
+    def is_top_level_model(self, class_qualname: str) -> bool:
+        """A module class whose `forward` inputs are data: nothing in the project builds it as a submodule."""
+        summary = self.class_(class_qualname)
+        return (
+            summary is not None and summary.qualname not in self.constructed_classes()
+            and "forward" in summary.methods and self.is_subclass(summary.qualname, MODULE_BASES | LIGHTNING_MODULES)
+        )  # fmt: skip
+
     def constructed_classes(self) -> frozenset[str]:
         """Classes some module builds as a submodule: their forward inputs come from a parent."""
         if self._constructed is None:
@@ -845,6 +1084,10 @@ class ProjectIndex:
                 self.canonical(ctor) for m in self.modules.values() for c in m.classes.values() for a in c.attrs.values() for ctor in a.constructors
             ) | frozenset(self.canonical(name) for m in self.modules.values() for name in m.factory_built)
         return self._constructed
+
+
+def _definition(block: Block) -> Optional[str]:
+    return block.binds if block.definition else None
 
 
 def project_fingerprint(declarations: dict[str, str]) -> str:

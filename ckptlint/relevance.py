@@ -62,8 +62,8 @@ def can_matter(text: str, summary: ModuleSummary, index: ProjectIndex, settings:
 
 
 def checkpoint_names(summary: ModuleSummary, index: ProjectIndex, settings: Settings) -> set[str]:
-    """Module-level names bound to a checkpoint API, a project wrapper, transformers training
-    arguments, or a transformers checkpointing layer class."""
+    """Module-level names bound to a checkpoint API, a project wrapper (declared or inferred),
+    transformers training arguments, or a checkpointing layer class."""
     wrappers = dict(settings.checkpoint_functions)
     bindings = {**{name: target for name, target in summary.imports.items()}, **{name: f"{summary.name}.{name}" for name in summary.aliases}}
     bindings.update((name, f"{summary.name}.{name}") for name in summary.classes)
@@ -73,11 +73,17 @@ def checkpoint_names(summary: ModuleSummary, index: ProjectIndex, settings: Sett
         alias = index.alias(canonical)
         if alias is not None:
             canonical = alias.target
-        if canonical in KNOWN_APIS or canonical in HF_TRAINING_ARGUMENTS or canonical in wrappers:
+        if canonical in KNOWN_APIS or canonical in HF_TRAINING_ARGUMENTS or canonical in wrappers or index.wrapper_parameter(canonical):
             names.add(name)
-        elif index.class_(canonical) is not None and index.is_subclass(canonical, HF_GC_LAYER):
+        elif index.class_(canonical) is not None and _checkpointing_class(index, canonical):
             names.add(name)
     return names
+
+
+def _checkpointing_class(index: ProjectIndex, qualname: str) -> bool:
+    """Calling an instance is a checkpoint site: a transformers checkpointing layer, or a module
+    whose `__call__`/`forward` checkpoints itself or a module handed to it."""
+    return index.is_subclass(qualname, HF_GC_LAYER) or index.checkpointing_method(qualname) is not None
 
 
 def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, settings: Settings) -> SourceSlice:
@@ -214,6 +220,6 @@ def _checkpointing_layer_attrs(summary: ModuleSummary, index: ProjectIndex, name
             for attr, binding in owner.attrs.items() if owner else ():
                 for ctor in binding.constructors:
                     canonical = index.canonical(ctor)
-                    if index.class_(canonical) is not None and index.is_subclass(canonical, HF_GC_LAYER):
+                    if index.class_(canonical) is not None and _checkpointing_class(index, canonical):
                         found.add(attr)
     return found

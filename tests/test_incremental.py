@@ -91,7 +91,7 @@ def test_editing_a_callee_body_re_analyses_its_caller(project, analysed):
     assert findings(check()) == [("other.py", 5, "CKPT006")]
     analysed.clear()
     # A body edit leaves every declaration as it was; only the checkpointed region changed.
-    (root / "pkg/blocks.py").write_text(BLOCKS.replace("return self.proj(x)", "self.last = self.proj(x)\n        return self.last"))
+    (root / "pkg/blocks.py").write_text(BLOCKS.replace("return self.proj(x)", "self.last = self.proj(x)\n        return self.proj(x) + 1"))
     warm = check()
     assert analysed == ["pkg/net.py"]
     assert findings(warm) == [("other.py", 5, "CKPT006"), ("pkg/blocks.py", 10, "CKPT007")]
@@ -135,7 +135,7 @@ def test_a_warm_run_reads_no_summary_and_parses_nothing(project, monkeypatch):
 def test_reverting_an_edit_finds_the_results_from_before(project, analysed):
     root = project({"pkg/__init__.py": "", "pkg/blocks.py": BLOCKS, "pkg/net.py": NET, "other.py": OTHER})
     before = check()
-    edited = BLOCKS.replace("return self.proj(x)", "self.last = self.proj(x)\n        return self.last")
+    edited = BLOCKS.replace("return self.proj(x)", "self.last = self.proj(x)\n        return self.proj(x) + 1")
     (root / "pkg/blocks.py").write_text(edited)
     check()
     (root / "pkg/blocks.py").write_text(BLOCKS)  # back, as after `git checkout`
@@ -144,3 +144,43 @@ def test_reverting_an_edit_finds_the_results_from_before(project, analysed):
     assert analysed == []
     (root / "pkg/blocks.py").write_text(edited)
     assert check()["findings"] != before["findings"] and analysed == []
+
+
+ENCODER = """from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(4, 4, 3)
+
+    def forward(self, features):
+        return checkpoint(self.conv, features, use_reentrant=True)
+"""
+MODEL = """from torch import nn
+
+from pkg.encoder import Encoder
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Conv1d(4, 4, 1)
+        self.encoder = Encoder()
+
+    def forward(self, x):
+        return self.encoder(self.proj(x))
+"""
+
+
+def test_editing_what_a_caller_passes_re_analyses_the_callee(project, analysed):
+    root = project({"pkg/__init__.py": "", "pkg/encoder.py": ENCODER, "pkg/model.py": MODEL})
+    assert findings(check()) == []
+    analysed.clear()
+    # A body edit in the caller: declarations unchanged, but the encoder now gets the raw input.
+    (root / "pkg/model.py").write_text(MODEL.replace("self.encoder(self.proj(x))", "self.encoder(x)"))
+    warm = check()
+    assert "pkg/encoder.py" in analysed
+    assert findings(warm) == [("pkg/encoder.py", 11, "CKPT001")]
+    assert warm == check(cache=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import libcst as cst
 from conftest import FIXTURES, lint_text
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -11,7 +13,7 @@ from ckptlint.config import Settings
 from ckptlint.engine import _positions, lint
 from ckptlint.index import ProjectIndex, summarize
 from ckptlint.model.walk import descendants
-from ckptlint.relevance import SourceSlice, can_matter, relevant_source, whole_source
+from ckptlint.relevance import SITE_TEXT, SourceSlice, can_matter, relevant_source, whole_source
 from ckptlint.versions import resolve_versions
 
 SOURCE = """import torch
@@ -55,7 +57,7 @@ class Block(nn.Module):
 
     def forward(self, x):
         self.cache = rotate(self.proj(x))
-        return self.helper(self.cache)
+        return self.helper(self.proj(x))
 
 
 class Net(nn.Module):
@@ -154,13 +156,13 @@ class First(nn.Module):
 
     def forward(self, x):
         self.kept = self.proj(x)
-        return self.kept
+        return self.proj(x)
 
 
 class Second(First):
     def forward(self, x):
         self.also = self.proj(x)
-        return self.also
+        return self.proj(x)
 """
 CALLER = """from torch import nn
 from torch.utils.checkpoint import checkpoint
@@ -195,3 +197,21 @@ def test_another_files_callees_are_parsed_alone_and_found_at_their_lines(project
         ("pkg/callees.py", lines.index("        self.kept = self.proj(x)") + 1, "CKPT007"),
         ("pkg/callees.py", lines.index("        self.also = self.proj(x)") + 1, "CKPT007"),
     ]
+
+
+def test_calls_of_an_inferred_wrapper_are_found_in_files_without_checkpoint_text(project):
+    project({
+        "pkg/__init__.py": "",
+        "pkg/utils.py": "from torch.utils.checkpoint import checkpoint\n\n\ndef run_blocks(fn, *args):\n    return checkpoint(fn, *args, use_reentrant=True)\n",
+        "pkg/train.py": (
+            "from torch import nn\n\nfrom pkg.utils import run_blocks\n\n\n"
+            "def step(block: nn.Module, loader):\n    for images, labels in loader:\n        run_blocks(block, images).sum().backward()\n"
+        ),
+    })  # fmt: skip
+    summary = summarize((Path("pkg/train.py")).read_text(), "pkg/train.py", "pkg.train", False)
+    index = ProjectIndex({"pkg.train": summary, "pkg.utils": summarize(Path("pkg/utils.py").read_text(), "pkg/utils.py", "pkg.utils", False)})
+    assert SITE_TEXT.search(Path("pkg/train.py").read_text()) is None
+    assert can_matter(Path("pkg/train.py").read_text(), summary, index, Settings())
+    settings = Settings()
+    report = lint(["."], settings, resolve_versions(settings, None, "2.13", "5.23"), jobs=1)
+    assert [(f.path, f.line, f.code) for f in report.findings] == [("pkg/train.py", 8, "CKPT001")]

@@ -172,10 +172,16 @@ CASES = {
                 super().__init__()
                 self.router = nn.Linear(4, 4)
                 self.block = nn.Linear(4, 4)
+                self.split = Split()
             def forward(self, x):
                 h = self.block(x)
                 scores, mask = self.router(h)
+                h = checkpoint(functools.partial(self.block, mask=mask), h, use_reentrant=True)
+                h, mask = self.split(h)
                 return checkpoint(functools.partial(self.block, mask=mask), h, use_reentrant=True)
+        class Split(nn.Module):
+            def forward(self, h):
+                return h, (h > 0).detach()
         """,
         set(),
     ),
@@ -214,6 +220,90 @@ CASES = {
                 return checkpoint(self.block, self.stem(x), use_reentrant=False, preserve_rng_state=False)
         """,
         {(15, "CKPT002")},
+    ),
+    "a training function receives the batch from its caller": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.block = nn.Linear(4, 4)
+            def forward(self, x):
+                return self.block(self.stem(x))
+        def train_step(model, images):
+            return checkpoint(model.block, images, use_reentrant=True).sum()
+        def finetune_step(model, features):
+            return checkpoint(model.block, features, use_reentrant=True).sum()
+        def main():
+            model = Net()
+            loader = torch.utils.data.DataLoader([])
+            for images, labels in loader:
+                train_step(model, images).backward()
+                finetune_step(model, model.stem(images)).backward()
+        """,
+        {(10, "CKPT001")},
+    ),
+    "a top-level model's raw input reaches a submodule that checkpoints it": (
+        """
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv1d(4, 4, 3)
+            def forward(self, features, scale=1.0):
+                return checkpoint(self.conv, features * scale, use_reentrant=True)
+        class Stem(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv1d(4, 4, 3)
+            def forward(self, features):
+                return checkpoint(self.conv, features, use_reentrant=True)
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = Encoder()
+                self.stem = Stem()
+                self.proj = nn.Conv1d(4, 4, 1)
+            def forward(self, input_features):
+                return self.encoder(features=input_features) + self.stem(self.proj(input_features))
+        """,
+        {(7, "CKPT001")},
+    ),
+    "callers that disagree leave the parameter unknown": (
+        """
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv1d(4, 4, 3)
+            def forward(self, features):
+                return checkpoint(self.conv, features, use_reentrant=True)
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = Encoder()
+                self.proj = nn.Conv1d(4, 4, 1)
+            def forward(self, input_features):
+                return self.encoder(input_features) + self.encoder(self.proj(input_features))
+        def run(block, x):
+            return checkpoint(block, x, use_reentrant=True)
+        """,
+        set(),
+    ),
+    "a loop over a parameter holding a ModuleList, and over zip(blocks, caches)": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+                self.drops = nn.ModuleList([nn.Dropout(0.1) for _ in range(2)])
+            def forward(self, x):
+                return run_blocks(self.blocks, self.drops, x)
+        def run_blocks(blocks, drops, h):
+            for block, drop in zip(blocks, drops):
+                h = checkpoint(block, h, use_reentrant=True)
+                h = checkpoint(drop, h, use_reentrant=False, preserve_rng_state=False)
+            return h
+        """,
+        {(11, "CKPT001"), (12, "CKPT002")},
     ),
     "python random inside the region, numpy outside": (
         """
@@ -320,8 +410,32 @@ CASES = {
                 self.block = Block()
             def forward(self, x):
                 return checkpoint(self.block, self.stem(x), use_reentrant=True)
+            def features(self):
+                return self.block.last
         """,
         {(9, "CKPT007")},
+    ),
+    "a scratch attribute stored and read back within the same forward is not an escape": (
+        """
+        class Modulation(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 12)
+                self.out = nn.Linear(4, 4)
+            def forward(self, x):
+                q, ctx, self.gates = torch.split(self.proj(x), (4, 4, 4), -1)
+                self.modulator = self.out(ctx * self.gates)
+                self.total = self.total + q.sum()
+                return q * self.modulator
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.block = Modulation()
+            def forward(self, x):
+                return checkpoint(self.block, self.stem(x), use_reentrant=True)
+        """,
+        {(10, "CKPT007")},
     ),
 }
 
@@ -373,3 +487,118 @@ def test_frozen_text_model_is_hooked_by_transformers_5_unless_the_hook_is_undone
         """
     assert findings(body, transformers="5.23") == {(12, "CKPT005")}
     assert findings(body, transformers="4.57") == {(7, "CKPT005"), (12, "CKPT005")}
+
+
+WRAPPERS = """
+def run_ckpt(fn, *args, **kwargs):
+    return checkpoint(functools.partial(fn, **kwargs), *args, use_reentrant=True)
+def run_if_grad(fn, x):
+    if x.requires_grad:
+        return checkpoint(fn, x, use_reentrant=True)
+    return fn(x)
+def run_when_training(fn, x):
+    if torch.is_grad_enabled():
+        return checkpoint(fn, x, use_reentrant=False)
+    return fn(x)
+def run_masked(fn, x, mask=None):
+    return checkpoint(fn, x, mask, use_reentrant=True)
+def run_nested(block, x):
+    return run_ckpt(block, x)
+class CheckpointWrapper(nn.Module):
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+    def forward(self, *args):
+        return checkpoint(self.module, *args, use_reentrant=False, preserve_rng_state=False)
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.drop = nn.Dropout(0.1)
+    def forward(self, x, ctx=None):
+        return self.drop(self.lin(x))
+"""
+
+
+def test_inferred_wrappers_are_sites_at_each_call():
+    body = WRAPPERS + """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Linear(4, 4)
+        self.block = Block()
+        self.wrapped = CheckpointWrapper(Block())
+    def forward(self, x):
+        h = self.stem(x)
+        a = run_ckpt(self.block, x)
+        b = run_ckpt(self.block, h)
+        c = run_ckpt(self.block, h, ctx=torch.tanh(h))
+        d = run_if_grad(self.block, x)
+        e = run_masked(self.block, h, mask=x)
+        f = run_nested(self.block, x)
+        g = self.wrapped(h)
+        with torch.no_grad():
+            run_when_training(self.block, h)
+            run_ckpt(self.block, h)
+        return a + b + c + d + e + f + g
+"""
+    lines = (HEADER + body).splitlines()
+    at = lambda text: next(i for i, line in enumerate(lines, 1) if text in line) - HEADER.count("\n")  # noqa: E731
+    assert findings(body) == {
+        (at("a = run_ckpt"), "CKPT001"),
+        (at("c = run_ckpt"), "CKPT003"),
+        (at("f = run_nested"), "CKPT001"),
+        (at("g = self.wrapped"), "CKPT002"),
+        (at("            run_ckpt(self.block, h)"), "CKPT008"),
+    }
+
+
+def test_checkpoint_functions_setting_overrides_inference(tmp_path):
+    from ckptlint.config import Settings, WrapperSpec
+
+    body = WRAPPERS + """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Linear(4, 4)
+        self.block = Block()
+    def forward(self, x):
+        h = run_ckpt(self.block, x)
+        return run_masked(self.block, self.stem(h))
+"""
+    declared = (("example.run_ckpt", WrapperSpec(reentrant=False)), ("example.run_masked", WrapperSpec(reentrant=True, preserve_rng_state=False)))
+    report = lint_text(HEADER + body, settings=Settings(checkpoint_functions=declared))
+    offset = HEADER.count("\n")
+    got = {(f.line - offset, f.code) for f in report.findings if f.code != "CKPT006"}
+    lines = body.splitlines()
+    assert got == {(next(i for i, line in enumerate(lines, 1) if "return run_masked" in line), "CKPT002")}
+
+
+def test_a_projects_own_copy_of_the_checkpointing_layer_is_a_wrapper():
+    body = """
+        class GradientCheckpointingLayer(nn.Module):
+            gradient_checkpointing = False
+            def __call__(self, *args, **kwargs):
+                if self.gradient_checkpointing and self.training:
+                    return self._gradient_checkpointing_func(functools.partial(super().__call__, **kwargs), *args)
+                return super().__call__(*args, **kwargs)
+        class Layer(GradientCheckpointingLayer):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(4, 4)
+            def forward(self, h, encoder_hidden_states=None):
+                return self.lin(h) + encoder_hidden_states
+        class Decoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = nn.Linear(4, 4)
+                self.layers = nn.ModuleList([Layer() for _ in range(2)])
+            def forward(self, x, src):
+                enc = torch.tanh(self.enc(src))
+                h = self.enc(x)
+                for layer in self.layers:
+                    h = layer(h, encoder_hidden_states=enc)
+                return h
+        """
+    assert findings(body, transformers="5.23") == set()
+    assert findings(body, transformers="4.57") == {(23, "CKPT003")}

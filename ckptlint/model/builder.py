@@ -37,9 +37,12 @@ from ckptlint.model.apis import (
     SET_GRAD_ENABLED,
     CheckpointApi,
 )
+from ckptlint.model.dataflow import TENSOR_ATTRIBUTES, Dataflow, entry_value
 from ckptlint.model.sites import (
     ApiKind,
     CacheUse,
+    CallRecord,
+    WrapperCall,
     CheckpointSite,
     ContainerMutation,
     Effect,
@@ -47,9 +50,15 @@ from ckptlint.model.sites import (
     FunctionFacts,
     GradContext,
     Mode,
+    SelfStore,
 )
 from ckptlint.model.values import (
+    SYMBOLIC,
     UNKNOWN,
+    AttributeOf,
+    CallOf,
+    Derived,
+    ElementOf,
     Unknown,
     Const,
     DataSource,
@@ -68,6 +77,7 @@ from ckptlint.model.values import (
     Tensor,
     Value,
     code,
+    element_of,
     join_grad,
     merge,
 )
@@ -76,8 +86,7 @@ from ckptlint.model.torch_knowledge import (
     GRAD_NEUTRAL_METHODS,
     GRAD_NEUTRAL_PREFIXES,
     MODULE_BASES,
-    PARAMETER_FREE_MODULES,
-    PARAMETER_MODULES,
+    MODULE_SELF_METHODS,
     SPLITTING_FUNCTIONS,
     SPLITTING_METHODS,
     TENSOR_FACTORIES,
@@ -89,15 +98,10 @@ from ckptlint.model.walk import ReadOnlyWalker
 from ckptlint.names import absolute_module, import_bindings
 from ckptlint.versions import LibraryVersions, torch_default_reentrant, transformers_default_reentrant
 
-from ckptlint.index import ClassSummary as _ClassSummary
-
-_NO_SUMMARY = _ClassSummary("", (), {}, ())
 if TYPE_CHECKING:
     from ckptlint.model.regions import Region
 
 BUILTINS = frozenset({"dict", "list", "tuple", "print", "len", "range", "enumerate", "zip", "super", "isinstance"})
-# Tensor attributes that are metadata, not tensors: they never carry grad.
-TENSOR_ATTRIBUTES: dict[str, Value] = {name: Const(None) for name in ("shape", "dtype", "device", "ndim", "is_cuda", "requires_grad")}
 # Parameters named like this are iterated as data loaders (`for x, y in loader:`).
 LOADER_NAME = re.compile(r"(^|_)(data)?loader$|dataloader", re.IGNORECASE)
 LIST_AND_DICT_UPDATES = frozenset({"append", "extend", "insert", "update", "setdefault"})
@@ -125,13 +129,19 @@ class FileModel:
     # Module classes whose `forward` inputs are data (never built as a submodule in the project).
     top_level_classes: frozenset[str] = frozenset()
     cache_uses: list[CacheUse] = field(default_factory=list)
+    # Calls of project functions and modules made here, by the qualified name of the function run.
+    calls: dict[str, list[CallRecord]] = field(default_factory=dict)
+    # Calls of checkpoint wrappers made here; each becomes a site once the model is complete.
+    wrapper_calls: list[WrapperCall] = field(default_factory=list)
     # Other files' models by module name, for callees defined elsewhere (set by the engine).
     models: Callable[[str, str], Optional["FileModel"]] = lambda module, qualname: None
     _regions: dict[int, "Region"] = field(default_factory=dict)
 
     def model_for(self, module: str, qualname: str) -> Optional["FileModel"]:
-        """The model that holds the function `qualname` of `module`."""
-        return self if module == self.module else self.models(module, qualname)
+        """The model that holds the function `qualname` of `module` (a cut model may lack it)."""
+        if module == self.module and qualname in self.functions:
+            return self
+        return self.models(module, qualname) or (self if module == self.module else None)
 
     def region(self, site: CheckpointSite) -> "Region":
         """Everything the checkpointed callable runs, across files (memoized per site)."""
@@ -156,6 +166,8 @@ class _Scope:
     method: str = ""
     # Past an `if self.training: return ...`, or inside `if not self.training:`: never runs in training.
     eval_only: int = 0
+    # Inside `if torch.is_grad_enabled():`: what runs here never runs without grad.
+    grad_guards: int = 0
     # Training scripts: models with checkpointing on, models in eval mode, cache spellings seen.
     checkpointed_models: dict[str, cst.CSTNode] = field(default_factory=dict)
     eval_models: set[str] = field(default_factory=set)
@@ -178,6 +190,7 @@ class _Arguments:
     keywords: dict[str, tuple[Value, cst.CSTNode, FlagStatus]]
     has_star_args: bool
     unresolved_kwargs: bool
+    spread: Optional[Value] = None  # the `**kwargs` it could not resolve
 
 
 class ModelBuilder(ReadOnlyWalker):
@@ -185,6 +198,7 @@ class ModelBuilder(ReadOnlyWalker):
         super().__init__()
         self.summary = summary
         self.index = index
+        self.flow = Dataflow(index)
         self.versions = versions
         self.settings = settings
         self.wrappers = dict(settings.checkpoint_functions)
@@ -195,10 +209,9 @@ class ModelBuilder(ReadOnlyWalker):
         self.runtime_attrs: dict[str, dict[str, tuple[cst.CSTNode, Value]]] = {}
         self.call_values: dict[int, Value] = {}
         self.cache_uses: list[CacheUse] = []
-        constructed = index.constructed_classes()
-        self.top_level = frozenset(
-            c.qualname for c in summary.classes.values() if c.qualname not in constructed and "forward" in c.methods and index.is_subclass(c.qualname, MODULE_BASES | LIGHTNING_MODULES)
-        )
+        self.calls: dict[str, list[CallRecord]] = {}
+        self.wrapper_calls: list[WrapperCall] = []
+        self.top_level = frozenset(c.qualname for c in summary.classes.values() if index.is_top_level_model(c.qualname))
 
     # --- scopes ------------------------------------------------------------------------------
 
@@ -219,19 +232,20 @@ class ModelBuilder(ReadOnlyWalker):
         class_qualname = outer.qualname if outer.kind == "class" else None
         if outer.kind in ("function", "lambda"):
             outer.bindings[node.name.value] = LocalFunction(qualname, node)
-        params = [p.name.value for p in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params)]
-        facts = self.functions.setdefault(qualname, FunctionFacts(qualname, tuple(params)))
-        for star in (node.params.star_arg, node.params.star_kwarg):
-            if isinstance(star, cst.Param):
-                params.append(star.name.value)
+        declared = (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params)
+        params = [p.name.value for p in declared]
+        facts = self.functions.get(qualname)
+        if facts is None:
+            star = node.params.star_arg.name.value if isinstance(node.params.star_arg, cst.Param) else None
+            star_star = node.params.star_kwarg.name.value if node.params.star_kwarg is not None else None
+            defaults = {p.name.value: self.evaluate(p.default) for p in declared if p.default is not None}
+            keyword_only = tuple(p.name.value for p in node.params.kwonly_params)
+            facts = self.functions[qualname] = FunctionFacts(qualname, tuple(params), keyword_only, star, star_star, defaults)
+        params.extend(name for name in (facts.star, facts.star_star) if name)
         scope = _Scope("function", qualname, class_qualname, facts=facts, params=frozenset(params), method=node.name.value)
         data_input = node.name.value == "forward" and class_qualname in self.top_level
         for name in params:
-            if data_input and name != "self":
-                owner = class_qualname.rsplit(".", 1)[-1]
-                scope.bindings[name] = Tensor(Grad.NONE, f"`{name}` is an input of `{owner}.forward`, a top-level model (data does not require grad)")
-            else:
-                scope.bindings[name] = Param(name, qualname)
+            scope.bindings[name] = (data_input and entry_value(qualname, name)) or Param(name, qualname)
         for decorator in node.decorators:
             scope.grad.append(self.grad_mark(decorator.decorator, decorator, as_decorator=True))
         if (
@@ -303,10 +317,17 @@ class ModelBuilder(ReadOnlyWalker):
         counts: dict[str, int] = {}
         for mutation in facts.mutations:
             counts[mutation.container] = counts.get(mutation.container, 0) + 1
+        stores: dict[str, list[SelfStore]] = {}
+        for store in facts.self_stores:
+            stores.setdefault(store.attr, []).append(store)
+        for i, store in enumerate(facts.self_stores):
+            same = stores[store.attr]
+            if all(s.fresh for s in same) and facts.self_reads.get(store.attr, 0) > len(same):
+                facts.self_stores[i] = replace(store, scratch=True)
         for i, mutation in enumerate(facts.mutations):
             if mutation.owner == "self":
                 attr = mutation.container[len("self.") :]
-                seen = facts.self_reads.get(attr, 0) - sum(1 for a, _, _ in facts.self_stores if a == attr)
+                seen = facts.self_reads.get(attr, 0) - len(stores.get(attr, ()))
             else:
                 seen = facts.name_reads.get(mutation.container, 0) - (mutation.container in scope.params)
             facts.mutations[i] = replace(mutation, also_read=seen > counts[mutation.container])
@@ -365,7 +386,18 @@ class ModelBuilder(ReadOnlyWalker):
         self.walk(node.test)
         training = _training_test(node.test)
         scope.eval_only += training is False
+        grad_checked, requiring = self.guards(node.test)
+        scope.grad_guards += grad_checked
+        saved = {name: scope.bindings.get(name) for name in requiring}
+        for name in requiring:  # `if x.requires_grad:` - below, it does
+            scope.bindings[name] = Tensor(Grad.REQUIRED, f"`{name}.requires_grad` is checked first")
         self.walk(node.body)
+        for name, value in saved.items():
+            if value is None:
+                scope.bindings.pop(name, None)
+            else:
+                scope.bindings[name] = merge(value, scope.bindings[name])
+        scope.grad_guards -= grad_checked
         scope.eval_only -= training is False
         if node.orelse is not None:
             scope.eval_only += training is True
@@ -375,6 +407,18 @@ class ModelBuilder(ReadOnlyWalker):
         if training is True and _ends_with_return(node.body) and scope.kind == "function":
             scope.eval_only += 1  # the rest of the function is the eval path; the scope ends with it
         return False
+
+    def guards(self, test: cst.BaseExpression) -> tuple[bool, list[str]]:
+        """What `if <test>:` guarantees in its body: grad enabled (`torch.is_grad_enabled()`), and
+        the names whose tensors require grad (`x.requires_grad`), through `and`."""
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            left, right = self.guards(test.left), self.guards(test.right)
+            return left[0] or right[0], left[1] + right[1]
+        if isinstance(test, cst.Call) and not test.args and self.evaluate(test.func) in (Ref("torch.is_grad_enabled"), Ref("torch.autograd.grad_mode.is_grad_enabled")):
+            return True, []
+        if isinstance(test, cst.Attribute) and test.attr.value == "requires_grad" and isinstance(test.value, cst.Name):
+            return False, [test.value.value]
+        return False, []
 
     def visit_For(self, node: cst.For) -> None:
         self.scope.branch_depth += 1
@@ -434,6 +478,8 @@ class ModelBuilder(ReadOnlyWalker):
             # masks or indices.
             if isinstance(value, Pieces):
                 element: Value = value.tensor
+            elif isinstance(value, SYMBOLIC):
+                element = ElementOf(value)
             elif isinstance(value, Tensor) and (value.grad is Grad.NONE or not value.maybe_tuple):
                 element = Tensor(value.grad, value.origin, value.frozen)
             else:
@@ -463,7 +509,9 @@ class ModelBuilder(ReadOnlyWalker):
             return  # configuration and submodules, not tensors computed at run time
         if isinstance(owner, cst.Name) and owner.value == "self":
             if scope.class_qualname and scope.method != "__init__" and scope.facts is not None and not scope.eval_only:
-                scope.facts.self_stores.append((attr, Effect(statement, f"stores `self.{attr}`"), value))
+                # The store's own target counts as a read; `+=` reads the old value.
+                fresh = not isinstance(statement, cst.AugAssign) and scope.facts.self_reads.get(attr, 0) <= 1
+                scope.facts.self_stores.append(SelfStore(attr, Effect(statement, f"stores `self.{attr}`"), value, fresh))
                 self.runtime_attrs.setdefault(scope.class_qualname, {}).setdefault(attr, (statement, value))
             return
         stashed_on = self.evaluate(owner)
@@ -493,14 +541,21 @@ class ModelBuilder(ReadOnlyWalker):
 
     def bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
         element: Value = UNKNOWN
-        if isinstance(iterable, cst.Call) and self.evaluate(iterable.func) == Ref("builtins.enumerate") and iterable.args:
-            inner = self.element_of(self.iterated(iterable.args[0].value))
+        builtin = self.evaluate(iterable.func) if isinstance(iterable, cst.Call) and iterable.args else None
+        if builtin == Ref("builtins.enumerate"):
+            inner = element_of(self.iterated(iterable.args[0].value))
             if isinstance(target, cst.Tuple) and len(target.elements) == 2:
                 self.bind_target(target.elements[0].value, UNKNOWN)
                 self.bind_target(target.elements[1].value, inner)
                 return
+        elif builtin == Ref("builtins.zip"):
+            # `for block, past in zip(blocks, caches)`: each name walks its own sequence.
+            if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(iterable.args) and not any(a.star or a.keyword for a in iterable.args):
+                for part, arg in zip(target.elements, iterable.args):
+                    self.bind_target(part.value, element_of(self.iterated(arg.value)))
+                return
         else:
-            element = self.element_of(self.iterated(iterable))
+            element = element_of(self.iterated(iterable))
         self.bind_target(target, element)
 
     def iterated(self, iterable: cst.BaseExpression) -> Value:
@@ -508,18 +563,6 @@ class ModelBuilder(ReadOnlyWalker):
         if isinstance(value, Param) and LOADER_NAME.search(value.name):
             return DataSource(value.name)
         return value
-
-    @staticmethod
-    def element_of(value: Value) -> Value:
-        if isinstance(value, ModuleObject) and value.container:
-            return ModuleObject(value.classes, f"an element of {value.origin}")
-        if isinstance(value, DataSource):
-            return Tensor(Grad.NONE, f"a batch from the DataLoader `{value.origin}`")
-        if isinstance(value, Pieces):
-            return value.tensor
-        if isinstance(value, (Tensor, Const)):
-            return value  # slicing keeps a tensor a tensor, and metadata metadata
-        return UNKNOWN
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
@@ -603,36 +646,7 @@ class ModelBuilder(ReadOnlyWalker):
         owner = self.scope.class_qualname
         if owner is None or "self" not in self.scope.bindings:
             return UNKNOWN
-        binding = self.index.attribute(owner, attr)
-        if binding is None:
-            return self.method(owner, attr)
-        if binding.has_constant:
-            return Const(binding.constant)
-        if binding.parameter is not None:
-            grad = Grad.REQUIRED if binding.parameter else Grad.NONE
-            return Tensor(grad, f"`self.{attr}` is an nn.Parameter{'' if binding.parameter else ' with requires_grad=False'}", leaf=True)
-        if binding.is_buffer:
-            return Tensor(Grad.NONE, f"`self.{attr}` is a registered buffer", leaf=True)
-        if binding.constructors or binding.container:
-            classes = tuple(self.index.canonical(c) for c in binding.constructors)
-            return ModuleObject(classes, f"self.{attr}", binding.container)
-        return UNKNOWN
-
-    def method(self, class_qualname: str, attr: str) -> Value:
-        """`obj.method` as a function, found along the class's bases."""
-        for name in self.index.ancestors(class_qualname):
-            summary = self.index.class_(name)
-            if summary is not None and attr in summary.methods:
-                return LocalFunction(f"{summary.qualname}.{attr}")
-        return UNKNOWN
-
-    def bound_method(self, module: ModuleObject, attr: str) -> Value:
-        """`self.block.forward` / `self.block.__call__` is the module; `self.attn.attend` a method."""
-        if attr in ("forward", "__call__"):
-            return module
-        if len(module.classes) == 1 and not module.container:
-            return self.method(module.classes[0], attr)
-        return UNKNOWN
+        return self.flow.attribute(owner, attr, f"self.{attr}")
 
     def evaluate(self, node: cst.BaseExpression) -> Value:
         if isinstance(node, cst.Name):
@@ -646,14 +660,22 @@ class ModelBuilder(ReadOnlyWalker):
         if isinstance(node, cst.Attribute):
             if isinstance(node.value, cst.Name) and node.value.value == "self":
                 return self.self_attribute(node.attr.value)
+            if _is_super(node.value) and self.scope.class_qualname and "self" in self.scope.bindings:
+                # `super().__call__` runs this module's own forward; `super().forward` the parent's.
+                if node.attr.value == "__call__":
+                    return self.scope.bindings["self"]
+                parents = list(self.index.ancestors(self.scope.class_qualname))[1:]
+                return next((self.flow.method(p, node.attr.value) for p in parents if self.flow.method(p, node.attr.value) != UNKNOWN), UNKNOWN)
             base = self.evaluate(node.value)
             if isinstance(base, ModuleObject):
-                return self.bound_method(base, node.attr.value)
+                return self.flow.member(base, node.attr.value)
             if isinstance(base, Tensor):
                 return TENSOR_ATTRIBUTES.get(node.attr.value, UNKNOWN) if node.attr.value != "T" else base
+            if isinstance(base, SYMBOLIC):
+                return AttributeOf(base, node.attr.value)
             return self.ref(f"{base.qualname}.{node.attr.value}") if isinstance(base, Ref) else UNKNOWN
         if isinstance(node, cst.Subscript):
-            return self.element_of(self.evaluate(node.value))
+            return element_of(self.evaluate(node.value))
         if isinstance(node, cst.BinaryOperation):
             return join_grad([self.evaluate(node.left), self.evaluate(node.right)], Spelling("`{}`", node))
         if isinstance(node, cst.UnaryOperation):
@@ -673,9 +695,16 @@ class ModelBuilder(ReadOnlyWalker):
             return self.call_values[id(node)]
         if isinstance(node.func, cst.Attribute) and not _is_self(node.func.value):
             receiver = self.evaluate(node.func.value)
-            if isinstance(receiver, Tensor):
-                return self.tensor_method(receiver, node.func.attr.value, node)
+            method = node.func.attr.value
+            if isinstance(receiver, (Tensor, *SYMBOLIC)):
+                result = self.tensor_method(receiver, method, node)
+                if result is not None:
+                    return result
+            elif isinstance(receiver, ModuleObject) and method in MODULE_SELF_METHODS:
+                return receiver  # `Net().to(device)`, `model.train()`
         func = self.evaluate(node.func)
+        if isinstance(func, SYMBOLIC):
+            return CallOf(func, tuple(self.evaluate(a.value) for a in node.args if not a.keyword and not a.star), Spelling("`{}`", node))
         if isinstance(func, ModuleObject):
             returned = self.returned_items(func)
             if returned is not None:
@@ -695,13 +724,15 @@ class ModelBuilder(ReadOnlyWalker):
             keywords = {k: v for k, (v, _, _) in arguments.keywords.items()}
             nodes = {k: n for k, (_, n, _) in arguments.keywords.items()}
             values = tuple(self.evaluate(a.value) for a in arguments.positional if not a.star)
-            return Partial(self.evaluate(node.args[0].value), arguments.positional, keywords, nodes, node, values)
+            return Partial(self.evaluate(node.args[0].value), arguments.positional, keywords, nodes, node, values, arguments.spread)
         if func.qualname == "builtins.dict" and all(arg.keyword or arg.star == "**" for arg in node.args):
             return self.dict_from_arguments(node, node.args)
         if self.index.class_(func.qualname) is not None:
             return ModuleObject((func.qualname,), code(node.func))
         if func.qualname in SPLITTING_FUNCTIONS and node.args and not node.args[0].star:
             whole = self.evaluate(node.args[0].value)
+            if isinstance(whole, SYMBOLIC):
+                return join_grad([whole], Spelling("`{}`", node))
             return Pieces(Tensor(whole.grad, whole.origin, whole.frozen)) if isinstance(whole, Tensor) else UNKNOWN
         if func.qualname.startswith(GRAD_NEUTRAL_PREFIXES) and func.qualname.count(".") <= 3:
             return join_grad([self.evaluate(a.value) for a in node.args if not a.star], Spelling("`{}`", node))
@@ -713,7 +744,9 @@ class ModelBuilder(ReadOnlyWalker):
                 return Tensor(Grad.UNKNOWN, Spelling("`{}`", node), maybe_tuple=True)
         return Instance(func.qualname, node)
 
-    def tensor_method(self, receiver: Tensor, method: str, node: cst.Call) -> Value:
+    def tensor_method(self, receiver: Value, method: str, node: cst.Call) -> Optional[Value]:
+        """`receiver.method(...)` for a tensor, or a value that depends on parameters (then maybe a
+        module: conversions like `.to(device)` return it unchanged). None: not a known method."""
         if method == "detach":
             return Tensor(Grad.NONE, Spelling("`{}` is detached", node))
         if method == "requires_grad_":
@@ -721,11 +754,16 @@ class ModelBuilder(ReadOnlyWalker):
             if isinstance(flag, Const):
                 return Tensor(Grad.REQUIRED if flag.value else Grad.NONE, Spelling("`{}`", node))
             return UNKNOWN
+        if isinstance(receiver, SYMBOLIC) and method in MODULE_SELF_METHODS:
+            return join_grad([receiver], Spelling("`{}`", node))
         if method in GRAD_NEUTRAL_METHODS:
-            return join_grad([receiver, *(self.evaluate(a.value) for a in node.args if not a.star)], receiver.origin)
+            origin = receiver.origin if isinstance(receiver, Tensor) else Spelling("`{}`", node)
+            return join_grad([receiver, *(self.evaluate(a.value) for a in node.args if not a.star)], origin)
         if method in SPLITTING_METHODS:
-            return Pieces(Tensor(receiver.grad, receiver.origin, receiver.frozen))
-        return UNKNOWN
+            if isinstance(receiver, Tensor):
+                return Pieces(Tensor(receiver.grad, receiver.origin, receiver.frozen))
+            return join_grad([receiver], Spelling("`{}`", node))
+        return UNKNOWN if isinstance(receiver, Tensor) else None
 
     def returned_items(self, module: ModuleObject) -> Optional[Items]:
         """What a module defined earlier in this file returns as a tuple, element by element."""
@@ -736,58 +774,7 @@ class ModelBuilder(ReadOnlyWalker):
         return facts.returns if facts is not None and isinstance(facts.returns, Items) else None
 
     def module_output(self, module: ModuleObject, inputs: list[Value]) -> Value:
-        """requires_grad of `module(*inputs)`: data through frozen or parameter-free modules stays data."""
-        frozen = self.frozen(module)
-        if frozen is not None:
-            if frozen and inputs and all(isinstance(v, Tensor) and v.grad is Grad.NONE for v in inputs):
-                return Tensor(Grad.NONE, f"`{module.origin}` is frozen ({frozen}) and its input cannot require grad", frozen=True, maybe_tuple=True)
-            if frozen:
-                return UNKNOWN
-        if module.classes and all((self.index.class_(c) or _NO_SUMMARY).forward_no_grad for c in module.classes):
-            return Tensor(Grad.NONE, f"`{module.origin}` runs its forward under torch.no_grad()", maybe_tuple=True)
-        parameters = self.has_parameters(module.classes)
-        if parameters is False:
-            return join_grad(inputs, f"output of `{module.origin}`")
-        if parameters is True:
-            return Tensor(Grad.REQUIRED, f"output of `{module.origin}`, which has trainable parameters", maybe_tuple=True)
-        return UNKNOWN
-
-    def frozen(self, module: ModuleObject) -> Optional[str]:
-        """How a `self.<attr>` submodule is frozen ('' if it is not, None if that cannot be told)."""
-        owner = self.scope.class_qualname
-        if owner is None or not module.origin.startswith("self."):
-            return ""
-        attr = module.origin[len("self.") :].split(".", 1)[0].split("[", 1)[0]
-        freeze = self.index.freeze_of(owner)
-        if freeze.input_grad_hook:
-            return None
-        if attr in freeze.attrs:
-            return f"`requires_grad` switched off at line {freeze.line}" if freeze.line else "its parameters are frozen"
-        if freeze.everything and attr not in freeze.unfrozen:
-            # Only built-in layers are certainly frozen: project layers may hold unfrozen adapters.
-            if module.classes and all(c in PARAMETER_MODULES or c in PARAMETER_FREE_MODULES for c in module.classes):
-                return f"all parameters frozen at line {freeze.line}" if freeze.line else "all parameters frozen"
-            return None
-        return ""
-
-    def has_parameters(self, classes: Sequence[str], depth: int = 0) -> Optional[bool]:
-        """True if any class owns parameters, False if none does, None when unknown."""
-        verdicts = []
-        for cls in classes:
-            if cls in PARAMETER_MODULES:
-                return True
-            if cls in PARAMETER_FREE_MODULES:
-                verdicts.append(False)
-                continue
-            summary = self.index.class_(cls)
-            if summary is None or depth > 6:
-                verdicts.append(None)
-                continue
-            inner = [c for name in self.index.ancestors(cls) for binding in (self.index.class_(name) or _NO_SUMMARY).attrs.values() for c in binding.constructors]
-            verdicts.append(self.has_parameters([self.index.canonical(c) for c in inner], depth + 1) if inner else False)
-        if any(v is True for v in verdicts):
-            return True
-        return False if verdicts and all(v is False for v in verdicts) else None
+        return self.flow.module_output(module, inputs, self.flow.frozen(self.scope.class_qualname, module))
 
     def dict_literal(self, node: cst.Dict) -> DictLit:
         return self.build_dict(node, [(e.key if isinstance(e, cst.DictElement) else None, e.value, e) for e in node.elements])
@@ -825,6 +812,7 @@ class ModelBuilder(ReadOnlyWalker):
             for name, value in bound.keywords.items():
                 keywords[name] = (value, bound.keyword_nodes.get(name, bound.node), FlagStatus.BOUND)
         has_star_args = unresolved = False
+        spread_value: Optional[Value] = None
         for arg in args:
             if arg.star == "*":
                 has_star_args = True
@@ -837,11 +825,12 @@ class ModelBuilder(ReadOnlyWalker):
                     unresolved = unresolved or not spread.complete
                 else:
                     unresolved = True
+                    spread_value = spread_value or spread
             elif arg.keyword is not None:
                 keywords[arg.keyword.value] = (self.evaluate(arg.value), arg, FlagStatus.EXPLICIT)
             else:
                 positional.append(arg)
-        return _Arguments(tuple(positional), keywords, has_star_args, unresolved)
+        return _Arguments(tuple(positional), keywords, has_star_args, unresolved, spread_value)
 
     # --- checkpoint sites ------------------------------------------------------------------------
 
@@ -849,6 +838,16 @@ class ModelBuilder(ReadOnlyWalker):
         callee = self.evaluate(node.func)
         self.collect_facts(node, callee)
         self.note_model_call(node)
+        targets, bound = self.call_targets(callee)
+        if targets:
+            arguments = self.arguments(node.args)
+            star = next((i for i, a in enumerate(arguments.positional) if a.star), len(arguments.positional))
+            positional = tuple(self.evaluate(a.value) for a in arguments.positional[:star])
+            keywords = {name: value for name, (value, _, _) in arguments.keywords.items()}
+            nodes = {name: spelled for name, (_, spelled, _) in arguments.keywords.items()}
+            call = CallRecord(node, positional, keywords, nodes, arguments.has_star_args, arguments.unresolved_kwargs, bound, self.scope.qualname)
+            self.note_call(targets, call)
+            self.note_wrapper_call(callee, call)
         api, bound = self.match_api(callee)
         if api is not None:
             self.record(self.checkpoint_site(node, api, bound))
@@ -908,14 +907,76 @@ class ModelBuilder(ReadOnlyWalker):
             if arg.keyword is not None and arg.keyword.value == "generator":
                 facts.unreplayed_rng.append(Effect(node, f"`{code(func)}(..., generator=...)` uses a generator that checkpoint never restores"))
 
+    def call_targets(self, callee: Optional[Value]) -> tuple[tuple[str, ...], bool]:
+        """The project functions a call of `callee` runs (a module runs its `forward`), and whether
+        they get `self` implicitly."""
+        if isinstance(callee, ModuleObject):
+            owners = (self.index.forward_owner(cls) for cls in callee.classes)
+            return tuple(dict.fromkeys(f"{owner.qualname}.forward" for owner in owners if owner is not None)), True
+        if isinstance(callee, LocalFunction):
+            return (callee.qualname,), callee.node is None  # a method reached through an object, or a closure
+        if isinstance(callee, Ref):
+            module, name = self.index.split(callee.qualname)
+            if module is not None and name in module.functions:
+                return (callee.qualname,), False
+            if module is not None and name in module.classes:  # a constructor: `__init__` gets the arguments
+                init = self.flow.method(callee.qualname, "__init__")
+                return ((init.qualname,), True) if isinstance(init, LocalFunction) else ((), False)
+        return (), False
+
+    def note_call(self, targets: tuple[str, ...], call: CallRecord) -> None:
+        for target in targets:
+            self.calls.setdefault(target, []).append(call)
+
+    def note_wrapper_call(self, callee: Value, call: CallRecord) -> None:
+        """A call of a function that checkpoints the callable it is handed, or of a module that
+        checkpoints itself or the module it holds: a checkpoint site, made from the wrapper's own
+        site once the model is complete (`summaries.Resolver`)."""
+        targets: list[tuple[str, Optional[Value]]] = []
+        if isinstance(callee, (Ref, LocalFunction)) and callee.qualname not in self.wrappers and self.index.wrapper_parameter(callee.qualname):
+            targets.append((self.index.canonical(callee.qualname), None))
+        elif isinstance(callee, ModuleObject):
+            for cls in callee.classes:
+                method = self.index.checkpointing_method(cls)
+                if method is not None:
+                    targets.append((method, ModuleObject((cls,), callee.origin, callee.container)))
+        if not targets:
+            return
+        function_scope = next((s for s in reversed(self.scopes) if s.kind in ("function", "lambda")), None)
+        for target, module in targets:
+            self.wrapper_calls.append(
+                WrapperCall(
+                    target, call, module, self.scope.grad_disabled(),
+                    function_scope.qualname if function_scope else None, function_scope.class_qualname if function_scope else None,
+                )
+            )
+
+    def note_checkpointed_call(self, site: CheckpointSite) -> None:
+        """The checkpoint calls its function with the inputs (and what a partial binds)."""
+        function = site.function
+        positional: tuple[Value, ...] = site.input_values
+        keywords = {arg.keyword.value: value for arg, value in zip(site.keywords, site.keyword_values) if arg.keyword}
+        nodes = {arg.keyword.value: arg for arg in site.keywords if arg.keyword}
+        if isinstance(function, Partial):
+            positional = function.arg_values + positional
+            keywords = {**function.keywords, **keywords}
+            function = function.func
+        targets, bound = self.call_targets(function)
+        if targets:
+            self.note_call(targets, CallRecord(site.call, positional, keywords, nodes, site.has_star_args, site.mode.flag is FlagStatus.MAYBE, bound, self.scope.qualname))
+
     def record(self, site: CheckpointSite) -> None:
         scope = self.scope
         function_scope = next((s for s in reversed(self.scopes) if s.kind in ("function", "lambda")), None)
         site.enclosing_function = function_scope.qualname if function_scope else None
         site.enclosing_class = function_scope.class_qualname if function_scope else None
-        site.grad_disabled = scope.grad_disabled()
+        site.grad_guarded = scope.grad_guards > 0
+        site.grad_disabled = None if site.grad_guarded else scope.grad_disabled()
+        site.forwarded = function_scope is not None and _handed_in(site.function, function_scope)
         self.sites.append(site)
         self.call_values[id(site.call)] = self.checkpoint_output(site)
+        if site.kind.runs_checkpoint:
+            self.note_checkpointed_call(site)
 
     def checkpoint_output(self, site: CheckpointSite) -> Value:
         """A reentrant checkpoint's output requires grad only if one of its inputs does."""
@@ -923,14 +984,18 @@ class ModelBuilder(ReadOnlyWalker):
             return UNKNOWN
         if site.reentrant:
             inputs = list(site.input_values)
-            if inputs and all(isinstance(v, Tensor) and v.grad is Grad.NONE for v in inputs):
-                frozen = any(v.frozen for v in inputs if isinstance(v, Tensor))
-                return Tensor(Grad.NONE, Spelling("output of the reentrant checkpoint `{}`, whose inputs cannot require grad", site.call), frozen, maybe_tuple=True)
             if any(isinstance(v, Tensor) and v.grad is Grad.REQUIRED for v in inputs):
                 return Tensor(Grad.REQUIRED, Spelling("output of `{}`", site.call), maybe_tuple=True)
-            return UNKNOWN
+            origin = Spelling("output of the reentrant checkpoint `{}`, whose inputs cannot require grad", site.call)
+            if inputs and all(isinstance(v, Tensor) and v.grad is Grad.NONE for v in inputs):
+                frozen = any(v.frozen for v in inputs if isinstance(v, Tensor))
+                return Tensor(Grad.NONE, origin, frozen, maybe_tuple=True)
+            joined = join_grad(inputs, origin) if inputs else UNKNOWN
+            return replace(joined, origin=origin) if isinstance(joined, Derived) else UNKNOWN
         if isinstance(site.function, ModuleObject):
             return self.module_output(site.function, list(site.input_values))
+        if isinstance(site.function, SYMBOLIC):
+            return CallOf(site.function, site.input_values, Spelling("`{}`", site.call))
         return UNKNOWN
 
     def match_api(self, callee: Value) -> tuple[Optional[CheckpointApi], Optional[Partial]]:
@@ -975,6 +1040,9 @@ class ModelBuilder(ReadOnlyWalker):
             and status is FlagStatus.EXPLICIT and isinstance(n, cst.Arg)
         )
         preserve, preserve_node = self.preserve_rng_state(arguments)
+        spec = self.wrappers.get(api.qualname) if api.kind is ApiKind.PROJECT_WRAPPER else None
+        if spec is not None and spec.preserve_rng_state is not None and preserve_node is None:
+            preserve, preserve_node = spec.preserve_rng_state, node  # the checkpoint-functions setting
         return CheckpointSite(
             kind=api.kind,
             api_name=api.qualname,
@@ -989,7 +1057,11 @@ class ModelBuilder(ReadOnlyWalker):
             keyword_values=tuple(self.evaluate(a.value) for a in reaching),
             has_star_args=any(a.star for a in inputs),
             captured=self.captured(function),
-            callee_has_parameters=self.has_parameters(function.classes) if isinstance(function, ModuleObject) else None,
+            callee_has_parameters=self.flow.has_parameters(function.classes) if isinstance(function, ModuleObject) else None,
+            mode_value=arguments.keywords["use_reentrant"][0] if "use_reentrant" in arguments.keywords else None,
+            preserve_rng_value=arguments.keywords["preserve_rng_state"][0] if "preserve_rng_state" in arguments.keywords else None,
+            star_values=tuple(self.evaluate(a.value) for a in inputs if a.star == "*"),
+            spread_value=arguments.spread,
         )
 
     def captured(self, function: Optional[Value]) -> dict[str, Value]:
@@ -1066,6 +1138,7 @@ class ModelBuilder(ReadOnlyWalker):
         return CheckpointSite(
             ApiKind.HF_FUNC, "self._gradient_checkpointing_func", node, mode, function, inputs,
             input_values=tuple(self.evaluate(a.value) for a in inputs if not a.star), captured=self.captured(function),
+            has_star_args=any(a.star for a in inputs), star_values=tuple(self.evaluate(a.value) for a in inputs if a.star == "*"),
         )
 
     def hf_layer_site(self, node: cst.Call, layer: ModuleObject) -> CheckpointSite:
@@ -1172,6 +1245,23 @@ def _is_self(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "self"
 
 
+def _is_super(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "super"
+
+
+def _handed_in(function: Optional[Value], scope: "_Scope") -> bool:
+    """Whether a checkpointed callable is what the enclosing function was handed: one of its
+    parameters (or a partial of one), the module itself in `__call__`, or a module handed to the
+    constructor and held (`self.module = module`)."""
+    if isinstance(function, Partial):
+        function = function.func
+    if not isinstance(function, Param):
+        return False
+    if function.function == scope.qualname:
+        return function.name != "self" or scope.method == "__call__"
+    return scope.class_qualname is not None and function.function.endswith(".__init__")
+
+
 class _FreeNames(ReadOnlyWalker):
     def __init__(self) -> None:
         super().__init__()
@@ -1210,7 +1300,8 @@ def build_file_model(
     builder.walk(tree)
     return FileModel(
         path, summary.name, tree, builder.sites, versions, index, settings,
-        builder.functions, builder.lambdas, builder.runtime_attrs, builder.top_level, builder.cache_uses,
+        builder.functions, builder.lambdas, builder.runtime_attrs, builder.top_level, builder.cache_uses, builder.calls,
+        builder.wrapper_calls,
     )
 
 

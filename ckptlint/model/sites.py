@@ -89,6 +89,22 @@ class CheckpointSite:
     callee_has_parameters: Optional[bool] = None
     # transformers enable calls: the model object the call configures.
     receiver: Optional[Value] = None
+    # `use_reentrant=<value>` when the value depends on a parameter (resolved from the callers).
+    mode_value: Optional[Value] = None
+    # `preserve_rng_state=<value>` likewise.
+    preserve_rng_value: Optional[Value] = None
+    # Values of `*args` among the inputs, and of a `**kwargs` the call spreads but the analysis
+    # could not resolve where it was built.
+    star_values: tuple[Value, ...] = ()
+    spread_value: Optional[Value] = None
+    # The checkpointed callable is what the enclosing function was handed (a parameter, or the
+    # module itself in its `__call__`): the enclosing function is a checkpoint wrapper, and each call
+    # of it is a site of its own, with the caller's arguments.
+    forwarded: bool = False
+    # Inside `if torch.is_grad_enabled():` (or `if x.requires_grad:`): it never runs without grad.
+    grad_guarded: bool = False
+    # For a call of a checkpoint wrapper: the wrapper run (its qualified name).
+    wrapper: Optional[str] = None
 
     @property
     def reentrant(self) -> bool:
@@ -110,6 +126,20 @@ class Effect:
 
 
 @dataclass(frozen=True)
+class SelfStore:
+    """`self.<attr> = value` outside `__init__`."""
+
+    attr: str
+    effect: Effect
+    value: "Value"
+    # Nothing in the function reads the attribute before this store.
+    fresh: bool = True
+    # Every store of the attribute in the function is fresh and the function reads it back: a
+    # scratch attribute, if nothing else reads it (the recompute overwrites it identically).
+    scratch: bool = False
+
+
+@dataclass(frozen=True)
 class ContainerMutation:
     node: cst.CSTNode
     container: str  # as spelled: "cache", "self.router_logits"
@@ -125,10 +155,14 @@ class FunctionFacts:
     """Facts about one function body, collected in the same LibCST pass that finds the sites."""
 
     qualname: str
-    params: tuple[str, ...] = ()  # in order, `self` included
+    params: tuple[str, ...] = ()  # in order, `self` included (keyword-only ones last)
+    keyword_only: tuple[str, ...] = ()
+    star: Optional[str] = None  # `*args`
+    star_star: Optional[str] = None  # `**kwargs`
+    defaults: dict[str, "Value"] = field(default_factory=dict)
     torch_rng: list[Effect] = field(default_factory=list)
     unreplayed_rng: list[Effect] = field(default_factory=list)
-    self_stores: list[tuple[str, Effect, "Value"]] = field(default_factory=list)  # (attr, store, value)
+    self_stores: list["SelfStore"] = field(default_factory=list)
     global_stores: list[Effect] = field(default_factory=list)
     mutations: list[ContainerMutation] = field(default_factory=list)
     self_reads: dict[str, int] = field(default_factory=dict)  # attr -> loads
@@ -139,6 +173,33 @@ class FunctionFacts:
     # Generators this function reseeds with an explicit seed (`np.random.seed(self.seed)`): the
     # recompute then replays their draws.
     reseeds: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True, eq=False)
+class CallRecord:
+    """A call of a project function, method or module, with its arguments as the caller's dataflow
+    saw them (values may still depend on the caller's own parameters)."""
+
+    node: cst.CSTNode
+    positional: tuple["Value", ...]  # up to a `*args` whose length is unknown
+    keywords: dict[str, "Value"]
+    keyword_nodes: dict[str, cst.CSTNode]
+    star: bool  # a `*args` follows the known positional values
+    spread: bool  # a `**kwargs` the analysis cannot resolve may pass any parameter
+    bound: bool  # called on an instance: the callee's `self` is implicit
+    caller: str  # the calling function (or module)
+
+
+@dataclass(frozen=True, eq=False)
+class WrapperCall:
+    """A call of a project function or module that checkpoints what it is handed."""
+
+    target: str  # the wrapper function (or the module's checkpointing `__call__` / `forward`)
+    call: CallRecord
+    module: Optional[Value]  # the module called, for a checkpointing module
+    grad_disabled: Optional[GradContext]
+    enclosing_function: Optional[str]
+    enclosing_class: Optional[str]
 
 
 @dataclass(frozen=True)

@@ -75,5 +75,10 @@ GRAD_NEUTRAL_METHODS = frozenset(
 # Tensor methods and torch functions that cut a tensor into a tuple of slices, each like the whole.
 SPLITTING_METHODS = frozenset({"chunk", "split", "unbind", "tensor_split", "hsplit", "vsplit", "dsplit", "split_with_sizes"})
 SPLITTING_FUNCTIONS = frozenset(f"torch.{name}" for name in SPLITTING_METHODS)
+# Methods that return the object itself for a module and a converted copy for a tensor.
+MODULE_SELF_METHODS = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type", "train", "eval", "requires_grad_"})
+# Names transformers gives activations that carry grad between layers: even as inputs of a
+# top-level model they come from another model, not from data.
+ACTIVATION_NAMES = frozenset({"hidden_states", "encoder_hidden_states"})
 # Functions whose result requires grad iff one of their tensor arguments does.
 GRAD_NEUTRAL_PREFIXES = ("torch.", "torch.nn.functional.")

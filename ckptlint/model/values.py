@@ -88,6 +88,8 @@ class Partial:
     keyword_nodes: dict[str, cst.CSTNode]
     node: cst.CSTNode
     arg_values: tuple["Value", ...] = ()
+    # `partial(fn, **kwargs)` with a `kwargs` the analysis cannot resolve (yet): its value.
+    spread: Optional["Value"] = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -169,16 +171,79 @@ class Pieces:
     tensor: Tensor
 
 
-Value = Union[Unknown, Const, DictLit, Ref, Partial, Lambda, ModuleObject, Param, LocalFunction, DataSource, Tensor, Instance, Items, Pieces]
+# --- values that depend on a function's parameters, resolved once the callers are known --------
+
+
+@dataclass(frozen=True)
+class ElementOf:
+    """An element of `base` (a loop variable, `base[i]`, an unpacked part)."""
+
+    base: "Value"
+
+
+@dataclass(frozen=True)
+class AttributeOf:
+    """`base.attr` (`model.blocks`, `model.config`)."""
+
+    base: "Value"
+    attr: str
+
+
+@dataclass(frozen=True, eq=False)
+class CallOf:
+    """What calling `callee` (a module or function held by a parameter) returns."""
+
+    callee: "Value"
+    inputs: tuple["Value", ...]
+    origin: Union[str, Spelling]
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A tensor computed by ops that keep `requires_grad` (`x.float()`, `x + 1`, a parameter-free or
+    frozen module, a reentrant checkpoint) from `sources` that depend on parameters, and from `base`
+    (a tensor that cannot require grad) if one took part."""
+
+    sources: tuple["Value", ...]
+    base: Optional[Tensor]
+    # Why the result cannot require grad once the sources cannot (None: the sources' own reasons).
+    origin: Union[str, Spelling, None]
+    frozen: bool = False
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """Either of `options`, depending on the path taken (a merge involving a parameter)."""
+
+    options: tuple["Value", ...]
+
+
+SYMBOLIC = (Param, ElementOf, AttributeOf, CallOf, Derived, OneOf)
+# A merge of more alternatives than this is simply unknown.
+_MAX_OPTIONS = 4
+
+Value = Union[
+    Unknown, Const, DictLit, Ref, Partial, Lambda, ModuleObject, Param, LocalFunction, DataSource, Tensor, Instance, Items, Pieces,
+    ElementOf, AttributeOf, CallOf, Derived, OneOf,
+]  # fmt: skip
 
 
 def merge(a: Optional[Value], b: Value) -> Value:
-    """Join of two possible values at a control-flow merge: equal or unknown."""
+    """Join of two possible values at a control-flow merge: equal or unknown (or, when a parameter
+    is involved, either of them until the parameter is known)."""
     if a is None or a is b or a == b:
         return b
     if isinstance(a, Tensor) and isinstance(b, Tensor) and a.grad is b.grad:
         return Tensor(a.grad, a.origin, a.frozen and b.frozen, a.leaf and b.leaf, a.maybe_tuple or b.maybe_tuple)
+    if isinstance(a, SYMBOLIC) or isinstance(b, SYMBOLIC):
+        options = tuple(dict.fromkeys([*_options(a), *_options(b)]))
+        if len(options) <= _MAX_OPTIONS and not any(isinstance(o, Unknown) for o in options):
+            return OneOf(options)
     return UNKNOWN
+
+
+def _options(value: Value) -> tuple[Value, ...]:
+    return value.options if isinstance(value, OneOf) else (value,)
 
 
 def join_grad(values: list[Value], origin: Union[str, Spelling]) -> Value:
@@ -187,6 +252,29 @@ def join_grad(values: list[Value], origin: Union[str, Spelling]) -> Value:
     tensors = [v for v in values if isinstance(v, Tensor)]
     if any(t.grad is Grad.REQUIRED for t in tensors):
         return Tensor(Grad.REQUIRED, origin)
-    if not tensors or any(not isinstance(v, (Tensor, Const)) for v in values):
+    symbolic = [v for v in values if isinstance(v, SYMBOLIC)]
+    if any(not isinstance(v, (Tensor, Const, *SYMBOLIC)) for v in values) or any(t.grad is Grad.UNKNOWN for t in tensors):
+        return UNKNOWN
+    if symbolic:
+        sources = tuple(dict.fromkeys(s for v in symbolic for s in (v.sources if isinstance(v, Derived) else (v,))))
+        bases = [*tensors, *(v.base for v in symbolic if isinstance(v, Derived) and v.base is not None)]
+        frozen = any(t.frozen for t in bases) or any(v.frozen for v in symbolic if isinstance(v, Derived))
+        return Derived(sources, bases[0] if bases else None, None, frozen)
+    if not tensors:
         return UNKNOWN
     return Tensor(Grad.NONE, tensors[0].origin, frozen=any(t.frozen for t in tensors))
+
+
+def element_of(value: Value) -> Value:
+    """An element of `value` when iterated or indexed."""
+    if isinstance(value, ModuleObject) and value.container:
+        return ModuleObject(value.classes, f"an element of {value.origin}")
+    if isinstance(value, DataSource):
+        return Tensor(Grad.NONE, f"a batch from the DataLoader `{value.origin}`")
+    if isinstance(value, Pieces):
+        return value.tensor
+    if isinstance(value, (Tensor, Const)):
+        return value  # slicing keeps a tensor a tensor, and metadata metadata
+    if isinstance(value, SYMBOLIC):
+        return ElementOf(value)
+    return UNKNOWN

@@ -52,6 +52,8 @@ def callee_name(site: "CheckpointSite") -> str:
     from ckptlint.model.values import Lambda, LocalFunction, ModuleObject, Partial, Ref
 
     function = site.function
+    if site.wrapper and isinstance(function, Partial):
+        function = function.func  # what the call handed the wrapper
     if isinstance(function, ModuleObject):
         return function.origin or function.classes[0].rsplit(".", 1)[-1]
     if isinstance(function, (Ref, LocalFunction)):

@@ -8,13 +8,12 @@ from ckptlint.findings import Severity
 from ckptlint.fixes import non_reentrant
 from ckptlint.model.sites import ApiKind, CheckpointSite
 from ckptlint.model.values import Grad, Lambda, LocalFunction, ModuleObject, Param, Partial, Tensor, Value
+from ckptlint.model.torch_knowledge import ACTIVATION_NAMES
 from ckptlint.rules import Diagnostic, Rule, callee_name, spelled
 
 if TYPE_CHECKING:
     from ckptlint.model.builder import FileModel
 
-# Keyword names transformers uses for activations that carry grad between layers.
-GRAD_CARRYING_KEYWORDS = frozenset({"hidden_states", "encoder_hidden_states"})
 HELP = (
     "pass the tensor positionally (`checkpoint(fn, x, t)` with `fn(x, t)`), or use `use_reentrant=False`, "
     "which supports keyword and captured inputs"
@@ -62,9 +61,10 @@ class GradTensorNotPositional(Rule):
             bound = list(zip(("positional argument",) * len(function.arg_values), function.arg_values)) + list(function.keywords.items())
             for name, value in bound:
                 if needs_grad(value):
+                    # A wrapper's partial is spelled in the wrapper: the call handing the tensor is the site.
                     yield Diagnostic(
-                        function.node,
-                        f"`{spelled(function.node)}` binds `{name}` ({value.origin}) into a reentrant checkpoint: it is not a "
+                        site.call if site.wrapper else function.node,
+                        f"`{spelled(site.call if site.wrapper else function.node)}` binds `{name}` ({value.origin}) into a reentrant checkpoint: it is not a "
                         "checkpoint input, so the recompute backpropagates into its graph a second time (\"Trying to backward "
                         "through the graph a second time\") or its gradient is lost",
                         HELP,
@@ -91,7 +91,7 @@ class GradTensorNotPositional(Rule):
             return
         for part in model.region(site).parts:
             stashed = part.model.runtime_attrs.get(part.owner_class or "", {})
-            own_stores = {attr for attr, _, _ in part.facts.self_stores}
+            own_stores = {store.attr for store in part.facts.self_stores}
             for attr in part.facts.self_reads.keys() - own_stores:
                 store = stashed.get(attr)
                 if store is not None and needs_grad(store[1]):
@@ -109,7 +109,7 @@ class GradTensorNotPositional(Rule):
     def layer_keywords(site: CheckpointSite) -> Iterator[Diagnostic]:
         for arg, value in zip(site.keywords, site.keyword_values):
             name = arg.keyword.value if arg.keyword else ""
-            if needs_grad(value) or (isinstance(value, Param) and name in GRAD_CARRYING_KEYWORDS):
+            if needs_grad(value) or (isinstance(value, Param) and name in ACTIVATION_NAMES):
                 yield Diagnostic(
                     site.call,
                     f"`{name}=` is passed by keyword to a GradientCheckpointingLayer under reentrant checkpointing: "

@@ -28,9 +28,9 @@ def escapes(region: Region) -> Iterator[tuple[RegionPart, cst.CSTNode, str]]:
     """Tensors computed in the region that leave it other than through the return value."""
     for part in region.parts:
         facts = part.facts
-        for _, effect, value in facts.self_stores:
-            if isinstance(value, Tensor):
-                yield part, effect.node, effect.description
+        for store in facts.self_stores:
+            if isinstance(store.value, Tensor) and not (store.scratch and part.model.index.read_only_in(store.attr, facts.qualname)):
+                yield part, store.effect.node, store.effect.description
         for effect in facts.global_stores:
             yield part, effect.node, effect.description
         for mutation in facts.mutations:

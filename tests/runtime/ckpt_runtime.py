@@ -154,6 +154,18 @@ def twin(build, *args, seed=0, **kwargs):
     return first, second
 
 
+def referenced(fixture, build, step, batch, seed=3):
+    """A model in train mode and its twin, the twin already through `step(twin, *batch)` with every
+    checkpoint made a direct call; the RNG is reseeded so that the model's own step draws the same."""
+    model, model_ref = twin(build)
+    model.train(), model_ref.train()
+    with no_checkpointing(fixture):
+        torch.manual_seed(seed)
+        step(model_ref, *batch)
+    torch.manual_seed(seed)
+    return model, model_ref
+
+
 @pytest.fixture
 def capture_warnings():
     with warnings.catch_warnings(record=True) as caught:

@@ -6,7 +6,8 @@ those of a run with aux coefficient 0: the load-balancing gradient is silently m
 appended inside the region gets the recompute's entries (length 2 after backward), and the next step
 fails with "Trying to backward through the graph a second time". A buffer accumulated inside the
 region counts every token twice (like BatchNorm's statistics, 7G). 6S3: returning the aux loss, or
-computing it outside the region, gives identical gradients.
+computing it outside the region, gives identical gradients; so do scratch attributes stored and read
+back within one forward (the FocalNet modulation shape).
 """
 
 import copy
@@ -80,7 +81,7 @@ def test_buffer_accumulated_inside_region_counts_twice():
     assert_same_grads(grads(model), grads(model_ref))
 
 
-@pytest.mark.parametrize("model_class", ["ReturningLanguageModel", "LogitsReturningLanguageModel", "RouterOutsideLanguageModel"])
+@pytest.mark.parametrize("model_class", ["ReturningLanguageModel", "LogitsReturningLanguageModel", "RouterOutsideLanguageModel", "GatedLanguageModel"])
 def test_returned_or_outside_aux_loss_is_correct(model_class):
     model, model_ref = pair(model_class)
     batches = [fx.make_batch(seed=s) for s in range(2)]

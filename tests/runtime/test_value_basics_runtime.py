@@ -9,20 +9,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ckpt_runtime import SECOND_BACKWARD, assert_same_grads, differing, grads, load_fixture, no_checkpointing, twin  # noqa: E402
+from ckpt_runtime import SECOND_BACKWARD, assert_same_grads, differing, grads, load_fixture, referenced  # noqa: E402
 
 fx = load_fixture("vit_blocks")
 
 
 def run(model_class):
-    model, model_ref = twin(getattr(fx, model_class))
-    model.train(), model_ref.train()
     batch = fx.make_batch()
-    with no_checkpointing(fx):
-        torch.manual_seed(5)
-        fx.training_step(model_ref, batch)
-    torch.manual_seed(5)
-    return model, model_ref, batch
+    return (*referenced(fx, getattr(fx, model_class), fx.training_step, (batch,), seed=5), batch)
 
 
 @pytest.mark.parametrize("model_class", ["PromptedViT", "UnbindPromptedViT", "ScaledBiasViT"])

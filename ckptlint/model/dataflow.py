@@ -1,0 +1,141 @@
+"""What module objects hold and produce, from the project index: their attributes, methods,
+parameters and outputs. Shared by the LibCST pass and by the resolution of parameter-dependent
+values once a function's callers are known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Optional, Sequence
+
+from ckptlint.index import ClassSummary, ProjectIndex
+from ckptlint.model.torch_knowledge import ACTIVATION_NAMES, PARAMETER_FREE_MODULES, PARAMETER_MODULES
+from ckptlint.model.values import (
+    SYMBOLIC,
+    UNKNOWN,
+    Const,
+    Derived,
+    Grad,
+    LocalFunction,
+    ModuleObject,
+    Param,
+    Tensor,
+    Value,
+    join_grad,
+)
+
+_NO_SUMMARY = ClassSummary("", (), {}, ())
+# Tensor attributes that are metadata, not tensors: they never carry grad.
+TENSOR_ATTRIBUTES: dict[str, Value] = {name: Const(None) for name in ("shape", "dtype", "device", "ndim", "is_cuda", "requires_grad")}
+
+
+def entry_value(function: str, name: str) -> Optional[Value]:
+    """What code outside the project passes for the parameter `name` of a top-level model's
+    method (`forward`, and the public ones): data, unless it is named like an activation."""
+    if name in ("self", "cls") or name in ACTIVATION_NAMES:
+        return None
+    owner, method = function.rsplit(".", 2)[-2:]
+    return Tensor(Grad.NONE, f"`{name}` is an input of `{owner}.{method}`, a top-level model (data does not require grad)")
+
+
+class Dataflow:
+    def __init__(self, index: ProjectIndex) -> None:
+        self.index = index
+
+    def attribute(self, class_qualname: str, attr: str, spelled: str) -> Value:
+        """`obj.attr` for an instance of `class_qualname`, as `__init__` (or the class body) binds it."""
+        holder = self.index.attribute_holder(class_qualname, attr)
+        if holder is None:
+            return self.method(class_qualname, attr)
+        binding = holder.attrs[attr]
+        if binding.has_constant:
+            return Const(binding.constant)
+        if binding.parameter is not None:
+            grad = Grad.REQUIRED if binding.parameter else Grad.NONE
+            return Tensor(grad, f"`{spelled}` is an nn.Parameter{'' if binding.parameter else ' with requires_grad=False'}", leaf=True)
+        if binding.is_buffer:
+            return Tensor(Grad.NONE, f"`{spelled}` is a registered buffer", leaf=True)
+        if binding.constructors or binding.container:
+            classes = tuple(self.index.canonical(c) for c in binding.constructors)
+            return ModuleObject(classes, spelled, binding.container)
+        if binding.param is not None:
+            return Param(binding.param, f"{holder.qualname}.__init__")  # what the constructor was handed
+        return UNKNOWN
+
+    def method(self, class_qualname: str, attr: str) -> Value:
+        """`obj.method` as a function, found along the class's bases."""
+        for name in self.index.ancestors(class_qualname):
+            summary = self.index.class_(name)
+            if summary is not None and attr in summary.methods:
+                return LocalFunction(f"{summary.qualname}.{attr}")
+        return UNKNOWN
+
+    def member(self, module: ModuleObject, attr: str) -> Value:
+        """`block.forward` / `block.__call__` is the module; `block.attend` a method, `model.layers` a submodule."""
+        if attr in ("forward", "__call__"):
+            return module
+        if len(module.classes) == 1 and not module.container:
+            return self.attribute(module.classes[0], attr, f"{module.origin}.{attr}")
+        return UNKNOWN
+
+    def module_output(self, module: ModuleObject, inputs: list[Value], frozen: Optional[str] = "") -> Value:
+        """requires_grad of `module(*inputs)`: data through frozen or parameter-free modules stays data.
+        `frozen`: how the module is frozen ('' if it is not, None if that cannot be told)."""
+        if frozen is not None:
+            if frozen and inputs and all(isinstance(v, Tensor) and v.grad is Grad.NONE or isinstance(v, SYMBOLIC) for v in inputs):
+                origin = f"`{module.origin}` is frozen ({frozen}) and its input cannot require grad"
+                if all(isinstance(v, Tensor) for v in inputs):
+                    return Tensor(Grad.NONE, origin, frozen=True, maybe_tuple=True)
+                return Derived(tuple(v for v in inputs if isinstance(v, SYMBOLIC)), None, origin, frozen=True)
+            if frozen:
+                return UNKNOWN
+        if module.classes and all((self.index.class_(c) or _NO_SUMMARY).forward_no_grad for c in module.classes):
+            return Tensor(Grad.NONE, f"`{module.origin}` runs its forward under torch.no_grad()", maybe_tuple=True)
+        # A Sequential runs every class it holds; otherwise the classes are alternatives (built on
+        # different branches, or the elements of a list): what holds for every one of them.
+        if module.container or not module.classes:
+            verdicts = {self.has_parameters(module.classes)}
+        else:
+            verdicts = {self.has_parameters([cls]) for cls in module.classes}
+        if verdicts == {False}:
+            output = join_grad(inputs, f"output of `{module.origin}`")
+            return replace(output, maybe_tuple=True) if isinstance(output, Tensor) else output
+        if verdicts == {True}:
+            return Tensor(Grad.REQUIRED, f"output of `{module.origin}`, which has trainable parameters", maybe_tuple=True)
+        return UNKNOWN
+
+    def frozen(self, owner: Optional[str], module: ModuleObject) -> Optional[str]:
+        """How a `self.<attr>` submodule of `owner` is frozen ('' if it is not, None if that cannot be told)."""
+        if owner is None or not module.origin.startswith("self."):
+            return ""
+        attr = module.origin[len("self.") :].split(".", 1)[0].split("[", 1)[0]
+        freeze = self.index.freeze_of(owner)
+        if freeze.input_grad_hook:
+            return None
+        if attr in freeze.attrs:
+            return f"`requires_grad` switched off at line {freeze.line}" if freeze.line else "its parameters are frozen"
+        if freeze.everything and attr not in freeze.unfrozen:
+            # Only built-in layers are certainly frozen: project layers may hold unfrozen adapters.
+            if module.classes and all(c in PARAMETER_MODULES or c in PARAMETER_FREE_MODULES for c in module.classes):
+                return f"all parameters frozen at line {freeze.line}" if freeze.line else "all parameters frozen"
+            return None
+        return ""
+
+    def has_parameters(self, classes: Sequence[str], depth: int = 0) -> Optional[bool]:
+        """True if any class owns parameters, False if none does, None when unknown."""
+        verdicts = []
+        for cls in classes:
+            if cls in PARAMETER_MODULES:
+                return True
+            if cls in PARAMETER_FREE_MODULES:
+                verdicts.append(False)
+                continue
+            summary = self.index.class_(cls)
+            if summary is None or depth > 6:
+                verdicts.append(None)
+                continue
+            inner = [c for name in self.index.ancestors(cls) for binding in (self.index.class_(name) or _NO_SUMMARY).attrs.values() for c in binding.constructors]
+            verdicts.append(self.has_parameters([self.index.canonical(c) for c in inner], depth + 1) if inner else False)
+        if any(v is True for v in verdicts):
+            return True
+        return False if verdicts and all(v is False for v in verdicts) else None

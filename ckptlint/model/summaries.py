@@ -1,0 +1,372 @@
+"""Values that depend on a function's parameters, resolved from the calls the project makes.
+
+The LibCST pass leaves a parameter's value open (`Param`, and values computed from one:
+`Derived`, `ElementOf`, `AttributeOf`, `CallOf`, `OneOf`) and records every call of a project
+function or module with its arguments (`CallRecord`). Here a parameter takes the value its known
+callers pass, when they agree; recursively through the callers' own parameters, bounded and
+memoised. When no caller is known, or callers disagree, the parameter stays open: rules treat it
+as unknown, as before, so no guess becomes a finding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Callable, Optional
+
+import libcst as cst
+
+from ckptlint.model.dataflow import TENSOR_ATTRIBUTES, Dataflow, entry_value
+from ckptlint.model.apis import CONTROL_KEYWORDS, KNOWN_APIS
+from ckptlint.model.sites import ApiKind, CallRecord, CheckpointSite, FlagStatus, FunctionFacts, Mode, WrapperCall
+from ckptlint.versions import torch_default_reentrant
+from ckptlint.model.values import (
+    SYMBOLIC,
+    UNKNOWN,
+    AttributeOf,
+    CallOf,
+    Const,
+    Derived,
+    DictLit,
+    ElementOf,
+    Grad,
+    Items,
+    ModuleObject,
+    OneOf,
+    Param,
+    Partial,
+    Tensor,
+    Unknown,
+    Value,
+    element_of,
+    join_grad,
+    merge,
+)
+
+if TYPE_CHECKING:
+    from ckptlint.model.builder import FileModel
+
+# How many callers up a value is followed, and how many calls of one function are read.
+_MAX_DEPTH = 4
+_MAX_CALLS = 32
+
+Callers = Callable[[str], Optional[list[tuple["FileModel", CallRecord]]]]
+
+
+class Resolver:
+    """Resolves parameter-dependent values for one analysis (memoised per parameter)."""
+
+    def __init__(self, model: "FileModel", callers: Callers) -> None:
+        self.model = model
+        self.callers = callers
+        self.flow = Dataflow(model.index)
+        self.memo: dict[tuple[str, str], Value] = {}
+        self.active: set[tuple[str, str]] = set()
+
+    # --- sites ------------------------------------------------------------------------------
+
+    def sites(self) -> list[CheckpointSite]:
+        """Every site of the model resolved, and one more for each call of a checkpoint wrapper."""
+        made = [made for call in self.model.wrapper_calls for made in self.instantiate(call, 0)]
+        return [self.site(site) for site in [*self.model.sites, *made]]
+
+    def instantiate(self, wrapper: WrapperCall, depth: int) -> list[CheckpointSite]:
+        """The sites a call of a checkpoint wrapper runs: the wrapper's own sites (and those of the
+        wrappers it calls in turn) with its parameters bound to the call's arguments."""
+        if depth >= _MAX_DEPTH:
+            return []
+        module, _ = self.model.index.split(wrapper.target)
+        owner = self.model.model_for(module.name, wrapper.target) if module is not None else None
+        facts = owner.functions.get(wrapper.target) if owner is not None else None
+        if owner is None or facts is None:
+            return []
+        inner = [site for site in owner.sites if site.forwarded and site.enclosing_function == wrapper.target]
+        for nested in owner.wrapper_calls:
+            if nested.enclosing_function == wrapper.target:
+                inner.extend(self.instantiate(nested, depth + 1))
+        binding = _Binding(facts, wrapper)
+        return [binding.site(site) for site in inner]
+
+    def site(self, site: CheckpointSite) -> CheckpointSite:
+        """The site with its callable, mode and (when the mode is reentrant, the only case where
+        their values matter) its inputs resolved. A wrapper's own site keeps what it was handed:
+        each call of the wrapper is a site of its own, with the caller's values."""
+        changes: dict = {}
+        if isinstance(site.spread_value, SYMBOLIC):
+            spread = self.value(site.spread_value)
+            if isinstance(spread, DictLit):
+                changes.update(self.spread(site, spread))
+        if isinstance(site.mode_value, SYMBOLIC):
+            flag = self.value(site.mode_value)
+            if isinstance(flag, Const) and isinstance(flag.value, bool):
+                mode = site.mode
+                changes["mode"] = Mode(flag.value, mode.flag, f"use_reentrant={flag.value} (the value every call of `{_short(site.enclosing_function)}` passes)", mode.node)
+        if isinstance(site.preserve_rng_value, SYMBOLIC):
+            flag = self.value(site.preserve_rng_value)
+            if isinstance(flag, Const) and isinstance(flag.value, bool):
+                changes["preserve_rng_state"] = flag.value
+        if site.forwarded:
+            return replace(site, **changes) if changes else site
+        function = self.value(site.function) if site.function is not None else None
+        if function is not site.function:
+            changes["function"] = function
+            if isinstance(function, ModuleObject):
+                changes["callee_has_parameters"] = self.flow.has_parameters(function.classes)
+        if (changes.get("mode") or site.mode).reentrant is not False:
+            changes["input_values"] = tuple(self.value(v) for v in site.input_values)
+            changes["keyword_values"] = tuple(self.value(v) for v in site.keyword_values)
+            changes["captured"] = {name: self.value(v) for name, v in site.captured.items()}
+        return replace(site, **changes) if changes else site
+
+    def spread(self, site: CheckpointSite, spread: DictLit) -> dict:
+        """A `**kwargs` spread into the checkpoint call, once known: the flags it carries (a complete
+        dict without `use_reentrant` leaves the library default) and the keywords reaching the function."""
+        changes: dict = {"spread_value": None}
+        entries = spread.entries
+        if "use_reentrant" in entries:
+            flag = self.value(entries["use_reentrant"])
+            known = flag.value if isinstance(flag, Const) and isinstance(flag.value, bool) else None
+            changes["mode"] = Mode(known, FlagStatus.IN_KWARGS, f"use_reentrant={known} in the `**` keywords every caller passes", spread.entry_nodes.get("use_reentrant"))
+        elif spread.complete and site.mode.flag is FlagStatus.MAYBE:
+            changes["mode"] = self.default_mode(site)
+        if "preserve_rng_state" in entries:
+            flag = self.value(entries["preserve_rng_state"])
+            changes["preserve_rng_state"] = flag.value if isinstance(flag, Const) and isinstance(flag.value, bool) else None
+            changes["preserve_rng_node"] = spread.entry_nodes.get("preserve_rng_state", site.call)
+        elif spread.complete and site.preserve_rng_state is None:
+            changes["preserve_rng_state"] = True
+        reaching = [(name, value) for name, value in entries.items() if name not in CONTROL_KEYWORDS and isinstance(spread.entry_nodes.get(name), cst.Arg)]
+        changes["keywords"] = site.keywords + tuple(spread.entry_nodes[name] for name, _ in reaching)
+        changes["keyword_values"] = site.keyword_values + tuple(value for _, value in reaching)
+        return changes
+
+    def default_mode(self, site: CheckpointSite) -> Mode:
+        """The mode of a checkpoint call whose keywords are all known and lack `use_reentrant`."""
+        api = KNOWN_APIS.get(site.api_name)
+        if api is None or not api.takes_flag:
+            return site.mode
+        torch = self.model.versions.torch
+        reentrant = torch_default_reentrant(torch)
+        return Mode(
+            reentrant,
+            FlagStatus.ABSENT,
+            f"no call of `{_short(site.enclosing_function)}` passes `use_reentrant` in its `**` keywords, so torch {torch.text} "
+            f"{'falls back to reentrant mode and only warns' if reentrant else 'uses non-reentrant mode'} (torch version from {torch.source})",
+            assumed=torch,
+        )
+
+    # --- values -----------------------------------------------------------------------------
+
+    def value(self, value: Value, depth: int = 0) -> Value:
+        if isinstance(value, Param):
+            return self.parameter(value, depth)
+        if isinstance(value, Derived):
+            return self.derived(value, depth)
+        if isinstance(value, ElementOf):
+            return element_of(self.value(value.base, depth))
+        if isinstance(value, AttributeOf):
+            return self.attribute(self.value(value.base, depth), value.attr)
+        if isinstance(value, CallOf):
+            callee = self.value(value.callee, depth)
+            inputs = tuple(self.value(v, depth) for v in value.inputs)
+            if isinstance(callee, ModuleObject):
+                return self.flow.module_output(callee, list(inputs))
+            return CallOf(callee, inputs, value.origin) if isinstance(callee, SYMBOLIC) else UNKNOWN
+        if isinstance(value, OneOf):
+            options = [self.value(v, depth) for v in value.options]
+            result: Optional[Value] = None
+            for option in options:
+                result = merge(result, option)
+            return result if result is not None else UNKNOWN
+        if isinstance(value, Items):
+            return Items(tuple(self.value(v, depth) for v in value.values))
+        if isinstance(value, DictLit) and any(isinstance(v, SYMBOLIC) for v in value.entries.values()):
+            return replace(value, entries={k: self.value(v, depth) for k, v in value.entries.items()})
+        if isinstance(value, Partial):
+            return self.partial(value, depth)
+        return value
+
+    def partial(self, value: Partial, depth: int) -> Value:
+        func = self.value(value.func, depth)
+        arg_values = tuple(self.value(v, depth) for v in value.arg_values)
+        keywords = {k: self.value(v, depth) for k, v in value.keywords.items()}
+        nodes, spread = value.keyword_nodes, value.spread
+        if spread is not None:
+            known = self.value(spread, depth)
+            if isinstance(known, DictLit) and known.complete:
+                keywords = {**keywords, **{k: self.value(v, depth) for k, v in known.entries.items()}}
+                nodes, spread = {**nodes, **known.entry_nodes}, None
+        return replace(value, func=func, arg_values=arg_values, keywords=keywords, keyword_nodes=nodes, spread=spread)
+
+    def derived(self, value: Derived, depth: int) -> Value:
+        sources = [self.value(s, depth) for s in value.sources]
+        if len(sources) == 1 and value.base is None and isinstance(sources[0], ModuleObject):
+            return sources[0]  # `model.to(device)` on a module is the module
+        parts = [*sources, *([value.base] if value.base is not None else [])]
+        required = next((t for t in parts if isinstance(t, Tensor) and t.grad is Grad.REQUIRED), None)
+        joined = join_grad(parts, required.origin if required is not None else "")
+        if isinstance(joined, Tensor) and joined.grad is Grad.NONE:
+            return Tensor(Grad.NONE, value.origin or joined.origin, value.frozen or joined.frozen)
+        return joined
+
+    def attribute(self, base: Value, attr: str) -> Value:
+        if isinstance(base, ModuleObject):
+            return self.flow.member(base, attr)
+        if isinstance(base, Tensor):
+            return TENSOR_ATTRIBUTES.get(attr, UNKNOWN) if attr != "T" else base
+        return AttributeOf(base, attr) if isinstance(base, SYMBOLIC) else UNKNOWN
+
+    def parameter(self, param: Param, depth: int) -> Value:
+        key = (param.function, param.name)
+        if key in self.memo:
+            return self.memo[key]
+        if key in self.active or depth >= _MAX_DEPTH:
+            return param
+        self.active.add(key)
+        try:
+            result = self.incoming(param, depth)
+        finally:
+            self.active.discard(key)
+        self.memo[key] = result
+        return result
+
+    def incoming(self, param: Param, depth: int) -> Value:
+        """The value every known caller passes for `param` (the parameter itself when unknown)."""
+        facts = self.facts(param.function)
+        if facts is None:
+            return param
+        calls = self.callers(param.function)
+        if calls is None or len(calls) > _MAX_CALLS:
+            return param
+        result: Optional[Value] = None
+        owner, _, method = param.function.rpartition(".")
+        if not method.startswith("_") and self.model.index.is_top_level_model(owner):
+            # A top-level model's public methods are also called from outside, with data.
+            result = entry_value(param.function, param.name)
+            if result is None:
+                return param
+        for _, call in calls:
+            passed = self.value(bind(facts, call, param.name), depth + 1)
+            if isinstance(passed, Tensor):
+                passed = replace(passed, origin=f"{passed.origin}; passed as `{param.name}` to `{_short(param.function)}` by `{_short(call.caller)}`")
+            result = passed if result is None else _agree(result, passed)
+            if result is None:
+                return param
+        return param if result is None or isinstance(result, Unknown) else result
+
+    def facts(self, qualname: str) -> Optional[FunctionFacts]:
+        module, _ = self.model.index.split(qualname)
+        owner = self.model.model_for(module.name, qualname) if module is not None else None
+        return owner.functions.get(qualname) if owner is not None else None
+
+
+def bind(facts: FunctionFacts, call: CallRecord, name: str) -> Value:
+    """What `call` passes for the parameter `name` of the function `facts` describes."""
+    positional = [p for p in facts.params if p not in facts.keyword_only]
+    if call.bound and positional:
+        positional = positional[1:]
+    if name in call.keywords and name not in positional[: len(call.positional)]:
+        return call.keywords[name]
+    if name in positional:
+        index = positional.index(name)
+        if index < len(call.positional):
+            return call.positional[index]
+        if call.star:
+            return UNKNOWN
+    if name == facts.star:
+        return UNKNOWN if call.star else Items(call.positional[len(positional) :])
+    if name == facts.star_star:
+        extra = {k: v for k, v in call.keywords.items() if k not in facts.params}
+        return DictLit(extra, not call.spread, call.node)
+    if call.spread:
+        return UNKNOWN
+    return facts.defaults.get(name, UNKNOWN)
+
+
+class _Binding:
+    """A wrapper's parameters bound to one call's arguments."""
+
+    def __init__(self, facts: FunctionFacts, wrapper: WrapperCall) -> None:
+        self.facts, self.wrapper = facts, wrapper
+
+    def value(self, value: Value) -> Value:
+        if isinstance(value, Param):
+            if value.function != self.facts.qualname:
+                return value
+            if value.name == "self" and self.wrapper.module is not None:
+                return self.wrapper.module
+            return bind(self.facts, self.wrapper.call, value.name)
+        if isinstance(value, Derived):
+            return replace(value, sources=tuple(self.value(s) for s in value.sources))
+        if isinstance(value, ElementOf):
+            return ElementOf(self.value(value.base))
+        if isinstance(value, AttributeOf):
+            return AttributeOf(self.value(value.base), value.attr)
+        if isinstance(value, CallOf):
+            return CallOf(self.value(value.callee), tuple(self.value(v) for v in value.inputs), value.origin)
+        if isinstance(value, OneOf):
+            return OneOf(tuple(self.value(v) for v in value.options))
+        if isinstance(value, Items):
+            return Items(tuple(self.value(v) for v in value.values))
+        if isinstance(value, DictLit):
+            return replace(value, entries={k: self.value(v) for k, v in value.entries.items()})
+        if isinstance(value, Partial):
+            return replace(
+                value, func=self.value(value.func), arg_values=tuple(self.value(v) for v in value.arg_values),
+                keywords={k: self.value(v) for k, v in value.keywords.items()},
+                spread=self.value(value.spread) if value.spread is not None else None,
+            )  # fmt: skip
+        return value
+
+    def site(self, site: CheckpointSite) -> CheckpointSite:
+        """The wrapper's site as this call runs it, reported at the call."""
+        wrapper, call = self.wrapper, self.wrapper.call
+        inputs = [self.value(v) for v in site.input_values]
+        stars = []
+        for star in site.star_values:
+            expanded = self.value(star)
+            if isinstance(expanded, Items):
+                inputs.extend(expanded.values)
+            else:
+                stars.append(expanded)
+        optional = lambda v: self.value(v) if v is not None else None  # noqa: E731
+        function = optional(site.function)
+        handed = function.func if isinstance(function, Partial) else function
+        return replace(
+            site,
+            kind=ApiKind.PROJECT_WRAPPER,
+            api_name=wrapper.target,
+            call=call.node,
+            function=function,
+            input_values=tuple(inputs),
+            star_values=tuple(stars),
+            has_star_args=bool(stars),
+            keyword_values=tuple(self.value(v) for v in site.keyword_values),
+            captured={name: self.value(v) for name, v in site.captured.items()},
+            mode_value=optional(site.mode_value),
+            preserve_rng_value=optional(site.preserve_rng_value),
+            preserve_rng_node=call.node if site.preserve_rng_node is not None else None,
+            spread_value=optional(site.spread_value),
+            enclosing_function=wrapper.enclosing_function,
+            enclosing_class=wrapper.enclosing_class,
+            grad_disabled=site.grad_disabled or (None if site.grad_guarded else wrapper.grad_disabled),
+            # Called from a wrapper that hands on its own parameter: that wrapper's calls are the sites.
+            forwarded=isinstance(handed, Param) and handed.function == wrapper.enclosing_function and handed.name != "self",
+            wrapper=wrapper.target,
+            callee_has_parameters=None,
+        )
+
+
+def _agree(a: Value, b: Value) -> Optional[Value]:
+    """The value two callers both pass, or None when they disagree."""
+    if a == b:
+        return a
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.grad is b.grad and a.grad is not Grad.UNKNOWN:
+        return merge(a, b)
+    if isinstance(a, ModuleObject) and isinstance(b, ModuleObject) and a.container == b.container:
+        return ModuleObject(tuple(dict.fromkeys(a.classes + b.classes)), a.origin, a.container)
+    return None
+
+
+def _short(qualname: Optional[str]) -> str:
+    """`Block.forward` for `pkg.mod.Block.forward` (the last two parts)."""
+    return ".".join((qualname or "").split(".")[-2:])
