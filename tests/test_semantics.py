@@ -305,6 +305,24 @@ CASES = {
         """,
         {(11, "CKPT001"), (12, "CKPT002")},
     ),
+    "dropout that draws nothing (p literal 0, training False) next to one that draws": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.lin = nn.Linear(4, 4)
+            def still(self, h):
+                h = F.dropout(self.lin(h), 0.0, self.training)
+                return torch.dropout(F.dropout(h, p=0.5, training=False), 0, True)
+            def noisy(self, h):
+                return F.dropout(self.lin(h), 0.1, self.training)
+            def forward(self, x):
+                h = checkpoint(self.still, self.stem(x), use_reentrant=False, preserve_rng_state=False)
+                return checkpoint(self.noisy, h, use_reentrant=False, preserve_rng_state=False)
+        """,
+        {(14, "CKPT002")},
+    ),
     "python random inside the region, numpy outside": (
         """
         class Net(nn.Module):

@@ -83,6 +83,7 @@ from ckptlint.model.values import (
 )
 from ckptlint.model.torch_knowledge import (
     DATA_LOADERS,
+    DROPOUT_FUNCTION_ARGS,
     GRAD_NEUTRAL_METHODS,
     GRAD_NEUTRAL_PREFIXES,
     MODULE_BASES,
@@ -867,6 +868,19 @@ class ModelBuilder(ReadOnlyWalker):
         elif isinstance(callee, ModuleObject) and any(self.index.is_subclass(c, HF_GC_LAYER) for c in callee.classes):
             self.record(self.hf_layer_site(node, callee))
 
+    def draws_nothing(self, name: str, node: cst.Call) -> bool:
+        """A dropout call whose `p` is a literal 0 or whose training flag is a literal False."""
+        if name not in DROPOUT_FUNCTION_ARGS:
+            return False
+        p_index, training = DROPOUT_FUNCTION_ARGS[name]
+        positional = [a.value for a in node.args if not a.keyword and not a.star]
+        keywords = {a.keyword.value: a.value for a in node.args if a.keyword}
+        p = keywords.get("p", positional[p_index] if len(positional) > p_index else None)
+        flag = keywords.get(training, positional[p_index + 1] if len(positional) > p_index + 1 else None)
+        return (p is not None and self.evaluate(p) in (Const(0), Const(0.0))) or (
+            flag is not None and self.evaluate(flag) == Const(False)
+        )
+
     def collect_facts(self, node: cst.Call, callee: Value) -> None:
         facts = self.scope.facts
         func = node.func
@@ -892,7 +906,7 @@ class ModelBuilder(ReadOnlyWalker):
             facts.module_calls.append(callee)
         elif isinstance(callee, Ref):
             name = callee.qualname
-            if name in TORCH_RNG_FUNCTIONS:
+            if name in TORCH_RNG_FUNCTIONS and not self.draws_nothing(name, node):
                 facts.torch_rng.append(Effect(node, f"`{code(func)}()` draws from torch's RNG"))
             elif any(name == m or name.startswith(m + ".") for m in UNREPLAYED_RNG_MODULES):
                 module = next(m for m in UNREPLAYED_RNG_MODULES if name == m or name.startswith(m + "."))

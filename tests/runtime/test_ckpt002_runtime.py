@@ -43,7 +43,7 @@ def step_both(module, model_class, *, torch_seed=7, python_seed=11):
     return grads(model), grads(model_ref), (loss, loss_ref), (rng, rng_ref)
 
 
-@pytest.mark.parametrize("model_class", ["Tagger", "FunctionalTagger", "FastDeterministicTagger", "NoiseOutsideEncoder", "LayerDropTagger", "SkipOutsideTagger"])
+@pytest.mark.parametrize("model_class", ["Tagger", "FunctionalTagger", "FastDeterministicTagger", "FastZeroDropoutTagger", "NoiseOutsideEncoder", "LayerDropTagger", "SkipOutsideTagger"])
 def test_replayed_or_absent_randomness_gives_identical_gradients(model_class):
     got, ref, (loss, loss_ref), (rng, rng_ref) = step_both(fx, model_class)
     assert_same_grads(got, ref)
