@@ -17,7 +17,7 @@ from typing import Any, Iterable, Iterator, Optional, Union
 
 from ckptlint.model.apis import HF_CHECKPOINT_FUNC_ATTR, HF_GC_LAYER, KNOWN_APIS, LIGHTNING_MODULES
 from ckptlint.model.sites import ApiKind
-from ckptlint.model.torch_knowledge import MODULE_BASES
+from ckptlint.model.torch_knowledge import MODULE_BASES, MODULE_SELF_METHODS
 from ckptlint.names import absolute_module, import_bindings, resolve_dotted
 
 Literal = Union[bool, int, float, str, None]
@@ -51,7 +51,8 @@ class Alias:
 
 @dataclass
 class Freeze:
-    """Parameter freezing applied to a module (in its `__init__` or to an instance in a script)."""
+    """Parameter freezing applied to a module object, by code run on it (its `__init__`, another of
+    its methods, a helper it is handed to, a script holding it), in effect once that code has run."""
 
     everything: bool = False  # `self.requires_grad_(False)`, a loop over `.parameters()`
     attrs: tuple[str, ...] = ()  # frozen submodules: `self.embed.requires_grad_(False)`
@@ -62,9 +63,88 @@ class Freeze:
     path: str = ""
     # `disable_input_require_grads()` or `set_input_embeddings(...)` later: transformers' own hook is gone too.
     hook_undone: bool = False
+    # Everything turned back on (`model.requires_grad_(True)`) before what `everything`/`attrs` say.
+    thawed: bool = False
+    # By parameter name, in order: [predicate, state] where the parameters whose name satisfies the
+    # predicate become frozen (True), trainable (False) or either (None). Predicates are nested lists:
+    # ["in", text], ["startswith", text], ["endswith", text], ["not", p], ["and"|"or", p, ...], ["unknown"].
+    by_name: tuple[list, ...] = ()
 
     def __bool__(self) -> bool:
-        return self.everything or bool(self.attrs) or self.input_grad_hook
+        return self.everything or bool(self.attrs or self.unfrozen or self.by_name) or self.input_grad_hook or self.hook_undone or self.thawed
+
+    def then(self, later: "Freeze") -> "Freeze":
+        """This freezing followed by `later` on the same object."""
+        reset = later.everything or later.thawed
+        first = self if self.line else later
+        return Freeze(
+            later.everything or (self.everything and not later.thawed),
+            tuple(dict.fromkeys([*(a for a in self.attrs if a not in later.unfrozen and not later.thawed), *later.attrs])),
+            tuple(dict.fromkeys([*(a for a in self.unfrozen if a not in later.attrs and not reset), *later.unfrozen])),
+            later.input_grad_hook or (self.input_grad_hook and not later.hook_undone),
+            first.line,
+            first.path,
+            later.hook_undone or (self.hook_undone and not later.input_grad_hook),
+            self.thawed or later.thawed,
+            (*(() if reset else self.by_name), *later.by_name),
+        )
+
+    def state_of(self, attr: str, parameter_names: Optional[tuple[str, ...]]) -> tuple[Optional[bool], bool]:
+        """Whether the parameters of the submodule `attr` are frozen: True, False, or None when some
+        may be and some not (or that cannot be told); and whether a name predicate decided it.
+        `parameter_names`: the names of its parameters relative to it (`weight`, `bias`), None when unknown."""
+        state: Optional[bool] = True if attr in self.attrs else self.everything and attr not in self.unfrozen
+        by_name = False
+        for predicate, becomes in self.by_name:
+            matches = _names_match(predicate, attr, parameter_names)
+            if matches is None and becomes != state:
+                state = None
+            elif matches and becomes != state:
+                state, by_name = becomes, True
+        return state, by_name
+
+
+@dataclass
+class FreezeStep:
+    """One thing done to a model object, in order: freezing written out where the object is held,
+    or a call that may freeze it: a project function handed the object (`callee` qualified, `slot`
+    the parameter's name or position) or a method called on it (`callee` ".name"; `slot` "self.ATTR"
+    when called on a submodule of `self`)."""
+
+    freeze: Optional[Freeze] = None
+    callee: str = ""
+    slot: str = ""
+
+
+def _names_match(predicate: list, attr: str, parameter_names: Optional[tuple[str, ...]]) -> Optional[bool]:
+    """Whether every parameter of the submodule `attr` satisfies a name predicate (True), none does
+    (False), or it cannot be told (None)."""
+    kind = predicate[0]
+    if kind == "not":
+        inner = _names_match(predicate[1], attr, parameter_names)
+        return None if inner is None else not inner
+    if kind in ("and", "or"):
+        parts = [_names_match(p, attr, parameter_names) for p in predicate[1:]]
+        decisive = kind == "or"  # True decides an `or`, False an `and`
+        if decisive in parts:
+            return decisive
+        return None if None in parts else not decisive
+    if kind not in ("in", "startswith", "endswith"):
+        return None
+    text, prefix = predicate[1], f"{attr}."
+    # Decided by the prefix every parameter name of the submodule shares.
+    if kind == "in" and text in prefix or kind == "startswith" and prefix.startswith(text):
+        return True
+    if kind == "startswith" and not text.startswith(prefix):
+        return False
+    if parameter_names is None:
+        return None
+    verdicts = {_matches(kind, text, prefix + name) for name in parameter_names}
+    return verdicts.pop() if len(verdicts) == 1 else None
+
+
+def _matches(kind: str, text: str, name: str) -> bool:
+    return text in name if kind == "in" else name.startswith(text) if kind == "startswith" else name.endswith(text)
 
 
 @dataclass
@@ -105,7 +185,6 @@ class ClassSummary:
     attrs: dict[str, AttrBinding]
     methods: tuple[str, ...]
     forward_no_grad: bool = False  # `@torch.no_grad()` on forward: outputs never require grad
-    freeze: Freeze = field(default_factory=Freeze)
 
 
 @dataclass
@@ -117,8 +196,12 @@ class ModuleSummary:
     classes: dict[str, ClassSummary]
     functions: tuple[str, ...]
     aliases: dict[str, Alias]
-    # Objects frozen where they are built: instance_key(top-level function, constructor) -> freezing.
-    instance_freezes: dict[str, Freeze] = field(default_factory=dict)
+    # What is done to objects where they are built, in order: instance_key(top-level function, constructor) -> steps.
+    instance_freezes: dict[str, list[FreezeStep]] = field(default_factory=dict)
+    # What a function or method ("Class.method") does to the objects its parameters hold, for the
+    # functions that may freeze one: its positional parameters in order (those with no step too),
+    # then keyword-only ones, each with its steps.
+    param_freezes: dict[str, dict[str, list[FreezeStep]]] = field(default_factory=dict)
     # transformers checkpointing switched on here: (line, use_reentrant or None for the library default).
     hf_enables: list[tuple[int, Optional[bool]]] = field(default_factory=list)
     # Classes built or passed around by helper functions (`return Block(...)`, registries): submodules.
@@ -149,7 +232,6 @@ class ModuleSummary:
                 attrs={a: AttrBinding(**{**b, "constructors": tuple(b["constructors"])}) for a, b in c["attrs"].items()},
                 methods=tuple(c["methods"]),
                 forward_no_grad=c["forward_no_grad"],
-                freeze=_freeze_from_json(c["freeze"]),
             )
             for name, c in data["classes"].items()
         }
@@ -161,7 +243,8 @@ class ModuleSummary:
             classes=classes,
             functions=tuple(data["functions"]),
             aliases={n: Alias(**a) for n, a in data["aliases"].items()},
-            instance_freezes={n: _freeze_from_json(f) for n, f in data["instance_freezes"].items()},
+            instance_freezes={n: _steps_from_json(steps) for n, steps in data["instance_freezes"].items()},
+            param_freezes={f: {p: _steps_from_json(steps) for p, steps in params.items()} for f, params in data["param_freezes"].items()},
             hf_enables=[tuple(e) for e in data["hf_enables"]],
             factory_built=tuple(data["factory_built"]),
             forwarding=data["forwarding"],
@@ -203,7 +286,11 @@ def instance_key(function: str, ctor: str) -> str:
 
 
 def _freeze_from_json(data: dict) -> Freeze:
-    return Freeze(**{**data, "attrs": tuple(data["attrs"]), "unfrozen": tuple(data["unfrozen"])})
+    return Freeze(**{**data, "attrs": tuple(data["attrs"]), "unfrozen": tuple(data["unfrozen"]), "by_name": tuple(data["by_name"])})
+
+
+def _steps_from_json(data: list[dict]) -> list[FreezeStep]:
+    return [FreezeStep(_freeze_from_json(d["freeze"]) if d["freeze"] is not None else None, d["callee"], d["slot"]) for d in data]
 
 
 def dotted(node: ast.AST) -> Optional[str]:
@@ -262,26 +349,26 @@ class _Summarizer:
         classes: dict[str, ClassSummary] = {}
         functions: list[str] = []
         aliases: dict[str, Alias] = {}
-        self.instance_freezes: dict[str, Freeze] = {}
+        self.path = path
+        self.instance_freezes: dict[str, list[FreezeStep]] = {}
+        self.param_freezes: dict[str, dict[str, list[FreezeStep]]] = {}
         for stmt in _module_level(tree.body):
             if isinstance(stmt, ast.ClassDef):
                 classes[stmt.name] = self.summarize_class(stmt)
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 functions.append(stmt.name)
-                if self.may_freeze(stmt):
-                    self.collect_instance_freezes(stmt, path, stmt.name)
+                self.collect_object_steps(stmt.body, stmt.name, _ordered_params(stmt))
             elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                 alias = self.alias(stmt.value)
                 if alias is not None:
                     aliases[stmt.targets[0].id] = alias
-        if _FREEZE_TEXT.search(source):
-            self.collect_instance_freezes(tree, path, "")
+        self.collect_object_steps([s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))], "", ())
         self.forwarding: dict[str, list[list[str]]] = {}
         blocks, built = self.scan(tree)
         hf_enables = _hf_enables(tree) if "checkpointing_enable" in source else []
         return ModuleSummary(
             self.module, path, self.is_package, dict(self.imports), classes, tuple(functions), aliases, self.instance_freezes,
-            hf_enables, built, self.forwarding, blocks,
+            self.param_freezes, hf_enables, built, self.forwarding, blocks,
         )
 
     def may_freeze(self, node: ast.stmt) -> bool:
@@ -329,21 +416,101 @@ class _Summarizer:
             block.refs = _joined(n for n in block.refs.split() if n in bound)
         return blocks, tuple(dict.fromkeys(built))
 
-    def collect_instance_freezes(self, scope: ast.AST, path: str, function: str) -> None:
-        """`model = Net(); for p in model.parameters(): p.requires_grad = False` in a script."""
-        if isinstance(scope, ast.Module):
-            statements = [s for s in scope.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
-            scope = ast.Module(body=statements, type_ignores=[])
-        instances: dict[str, str] = {}
-        for node in _in_source_order(scope):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call):
-                ctor = self.qualify(node.value.func)
-                if ctor:
-                    instances[node.targets[0].id] = ctor
-        for name, ctor in instances.items():
-            freeze = _freeze_facts(scope, name, path)
-            if freeze:
-                self.instance_freezes[instance_key(function, ctor)] = freeze
+    def collect_object_steps(self, body: list[ast.stmt], function: str, params: tuple[str, ...]) -> None:
+        """What a top-level function (or the module's own code, `function` ""), does to the objects
+        its parameters hold and to those it builds (`model = Net().train(); freeze(model)`)."""
+        steps, instances = self.object_steps(body, params, track=True)
+        if any(steps[p] for p in params):
+            self.param_freezes[function] = {p: steps[p] for p in params}
+        for ctor, built in instances:
+            if built:
+                self.instance_freezes[instance_key(function, ctor)] = built
+
+    def object_steps(
+        self, body: list[ast.stmt], params: Iterable[str], track: bool = False, methods: frozenset[str] = frozenset()
+    ) -> tuple[dict[str, list[FreezeStep]], list[tuple[str, list[FreezeStep]]]]:
+        """In source order, the freezing written out on each parameter and the calls that may freeze
+        it (handed to a project function, a method called on it), until the name is rebound. With
+        `track`, the same for each object built here: (constructor, steps) per object."""
+        held: dict[str, list[FreezeStep]] = {name: [] for name in params}  # names still holding their object
+        of_params = dict(held)
+        found: dict[str, list[FreezeStep]] = {}
+        ctors: dict[str, str] = {}
+        built: list[tuple[str, list[FreezeStep]]] = []
+        for stmt in body:
+            for node in _in_source_order(stmt):
+                if type(node) is ast.Call:
+                    self.call_steps(node, held, methods)
+                elif type(node) is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
+                    name = node.targets[0].id
+                    if name in held and _root_name(node.value) == name:
+                        continue  # `model = model.to(device)`, `model = freeze(model)`: the same object
+                    held.pop(name, None)
+                    if name in ctors:
+                        built.append((ctors.pop(name), found.pop(name)))
+                    made = self.constructed(node.value) if track else None
+                    if made is not None:
+                        ctors[name] = made[0]
+                        held[name] = found[name] = made[1]
+                elif track and type(node) is ast.Return and type(node.value) is ast.Call:
+                    made = self.constructed(node.value)  # `return freeze(Net())`
+                    if made is not None and made[1]:
+                        built.append(made)
+            if held and self.may_freeze(stmt):
+                for name, steps in held.items():
+                    freeze = _freeze_facts(stmt, name, self.path)
+                    if freeze:
+                        steps.append(FreezeStep(freeze))
+        built.extend((ctor, found[name]) for name, ctor in ctors.items())
+        return of_params, built
+
+    def call_steps(self, call: ast.Call, steps: dict[str, list[FreezeStep]], methods: frozenset[str]) -> None:
+        func = call.func
+        if type(func) is ast.Attribute and func.attr not in _MODULE_API:
+            receiver = func.value
+            if type(receiver) is ast.Name and receiver.id in steps:
+                if receiver.id != "self" or func.attr in methods:
+                    steps[receiver.id].append(FreezeStep(callee=f".{func.attr}"))
+            elif "self" in steps and not call.args and type(receiver) is ast.Attribute and _is_self(receiver.value):
+                steps["self"].append(FreezeStep(callee=f".{func.attr}", slot=f"self.{receiver.attr}"))
+        handed = [(str(i), a) for i, a in enumerate(call.args)] + [(k.arg, k.value) for k in call.keywords if k.arg]
+        for slot, arg in handed:
+            if type(arg) is ast.Name and arg.id in steps:
+                callee = self.project_callee(func)
+                if callee is not None and _function_like(callee):
+                    steps[arg.id].append(FreezeStep(callee=callee, slot=slot))
+
+    def project_callee(self, func: ast.AST) -> Optional[str]:
+        """The qualified name of a function that may be the project's own (not a checkpoint API, not a library)."""
+        callee = self.qualify(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+        if callee is None or callee in KNOWN_APIS or callee.startswith(_NOT_WRAPPERS):
+            return None
+        return callee
+
+    def constructed(self, value: ast.AST) -> Optional[tuple[str, list[FreezeStep]]]:
+        """(constructor, what was done to the object already) for `Net(...)`, `Net().to(device).train()`,
+        `Net().requires_grad_(False)` and `freeze(Net())` (a function, by its lower-case name, handed it)."""
+        steps: list[FreezeStep] = []
+        while type(value) is ast.Call:
+            func = value.func
+            if type(func) is ast.Attribute and func.attr in MODULE_SELF_METHODS and type(func.value) is ast.Call:
+                if func.attr == "requires_grad_":
+                    known, flag = literal(value.args[0]) if value.args else (True, True)
+                    if known and isinstance(flag, bool):
+                        freeze = Freeze(everything=True, line=value.lineno, path=self.path) if not flag else Freeze(thawed=True)
+                        steps.insert(0, FreezeStep(freeze))
+                value = func.value
+                continue
+            callee = self.qualify(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+            if callee is None:
+                return None
+            inner = value.args[0] if value.args else None
+            if type(inner) is ast.Call and _function_like(callee) and self.project_callee(func):
+                steps.insert(0, FreezeStep(callee=callee, slot="0"))
+                value = inner
+                continue
+            return callee, steps
+        return None
 
     def alias(self, value: ast.AST) -> Optional[Alias]:
         if isinstance(value, ast.Call) and self.qualify(value.func) in PARTIAL and value.args:
@@ -365,13 +532,16 @@ class _Summarizer:
         attrs: dict[str, AttrBinding] = {}
         methods = []
         forward_no_grad = False
-        freeze = Freeze()
+        own = frozenset(m.name for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)))
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 methods.append(stmt.name)
+                if stmt.args.args and stmt.args.args[0].arg == "self" and stmt.name != "forward":
+                    steps = self.object_steps(stmt.body, ("self",), methods=own)[0]["self"]
+                    if steps:
+                        self.param_freezes[f"{node.name}.{stmt.name}"] = {"self": steps}
                 if stmt.name == "__init__":
                     self.collect_init(stmt, attrs)
-                    freeze = _freeze_facts(stmt, "self", "") if self.may_freeze(stmt) else Freeze()
                 elif stmt.name == "forward":
                     forward_no_grad = any(self.qualify(d.func if isinstance(d, ast.Call) else d) in _NO_GRAD for d in stmt.decorator_list)
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
@@ -379,7 +549,7 @@ class _Summarizer:
                 for target in targets:
                     if isinstance(target, ast.Name):
                         attrs.setdefault(target.id, self.binding(stmt.value, {}))
-        return ClassSummary(f"{self.module}.{node.name}", bases, attrs, tuple(methods), forward_no_grad, freeze)
+        return ClassSummary(f"{self.module}.{node.name}", bases, attrs, tuple(methods), forward_no_grad)
 
     def collect_init(self, init: ast.FunctionDef, attrs: dict[str, AttrBinding]) -> None:
         init_params = _params(init) - {"self"}
@@ -476,64 +646,159 @@ _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.n
 
 
 def _freeze_facts(scope: ast.AST, base: str, path: str) -> Freeze:
-    """Freezing applied to `base` (`self` or a variable) anywhere in `scope`."""
-    everything = hook = undone = False
-    attrs: list[str] = []
-    unfrozen: list[str] = []
-    line = 0
+    """Freezing applied to `base` (`self` or a variable) anywhere in `scope`, in source order."""
+    facts = _FreezeFacts(base, path)
+    for node in _in_source_order(scope):
+        facts.visit(node)
+    return facts.freeze
 
-    def target(expr: ast.AST) -> tuple[bool, Optional[str]]:
+
+class _FreezeFacts:
+    def __init__(self, base: str, path: str) -> None:
+        self.base = base
+        self.freeze = Freeze(path=path)
+        self.path = path
+        # Loop variable -> (the module whose parameters it walks, the name variable of `named_parameters()`).
+        self.loops: dict[str, tuple[ast.AST, Optional[str]]] = {}
+        # Statements inside such loops -> the name predicate under which they run (absent: always).
+        self.conditions: dict[int, list] = {}
+
+    def target(self, expr: ast.AST) -> tuple[bool, Optional[str]]:
         """(is `base` itself, submodule name) for `base`, `base.X`, `base.X.weight`."""
         chain = []
         while isinstance(expr, ast.Attribute):
             chain.append(expr.attr)
             expr = expr.value
-        if not (isinstance(expr, ast.Name) and expr.id == base):
+        if not (isinstance(expr, ast.Name) and expr.id == self.base):
             return False, None
         chain.reverse()
         return (not chain), (chain[0] if chain else None)
 
-    def record(expr: ast.AST, frozen: bool, lineno: int) -> None:
-        nonlocal everything, line
-        whole, attr = target(expr)
-        if frozen:
-            line = line or lineno
-            if whole:
-                everything = True
-            elif attr:
-                attrs.append(attr)
-        elif attr:
-            unfrozen.append(attr)
+    def then(self, later: Freeze) -> None:
+        later.path = self.path
+        self.freeze = self.freeze.then(later)
 
-    loops: dict[str, ast.AST] = {}  # loop variable -> the module whose parameters it walks
-    for node in _in_source_order(scope):
+    def record(self, expr: ast.AST, frozen: Optional[bool], lineno: int, condition: Optional[list] = None) -> None:
+        """`expr`'s parameters set to frozen (True), trainable (False) or either (None): those whose
+        names (relative to `expr`) satisfy `condition`, or all of them."""
+        whole, attr = self.target(expr)
+        if not whole and not attr:
+            return
+        line = lineno if frozen is not False else 0
+        if condition is None and frozen is not None:
+            if whole:
+                self.then(Freeze(everything=True, line=line) if frozen else Freeze(thawed=True))
+            else:
+                self.then(Freeze(attrs=(attr,), line=line) if frozen else Freeze(unfrozen=(attr,)))
+        elif whole:
+            self.then(Freeze(by_name=([condition or _ALWAYS, frozen],), line=line))
+        else:
+            # Names relative to a submodule: the condition is only known to touch that submodule.
+            within = ["startswith", f"{attr}."]
+            self.then(Freeze(by_name=([["and", within, _UNKNOWN] if condition else within, frozen],), line=line))
+
+    def visit(self, node: ast.AST) -> None:
         if isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Attribute):
             if node.iter.func.attr in ("parameters", "named_parameters"):
-                var = node.target.elts[-1] if isinstance(node.target, ast.Tuple) and node.target.elts else node.target
-                if isinstance(var, ast.Name):
-                    loops[var.id] = node.iter.func.value
+                names = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
+                if names and isinstance(names[-1], ast.Name):
+                    name = names[0].id if len(names) == 2 and isinstance(names[0], ast.Name) else None
+                    self.loops[names[-1].id] = (node.iter.func.value, name)
+                    self.condition_body(node.body, None, name)
         elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Attribute) and node.targets[0].attr == "requires_grad":
-            known, value = literal(node.value)
-            owner = node.targets[0].value
-            if known and isinstance(value, bool):
-                if isinstance(owner, ast.Name) and owner.id in loops:
-                    record(loops[owner.id], not value, node.lineno)
-                else:
-                    record(owner, not value, node.lineno)
+            self.requires_grad(node.targets[0].value, node.value, node, node.lineno)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             method = node.func.attr
             if method == "requires_grad_":
-                known, value = literal(node.args[0]) if node.args else (True, True)
-                if known and isinstance(value, bool):
-                    owner = node.func.value
-                    record(loops.get(owner.id, owner) if isinstance(owner, ast.Name) else owner, not value, node.lineno)
-            elif method == "enable_input_require_grads" and target(node.func.value)[0]:
-                hook, undone = True, False
-            elif method == "register_forward_hook" and target(node.func.value)[1] is not None:
-                hook = True
-            elif method in ("disable_input_require_grads", "set_input_embeddings") and target(node.func.value)[0]:
-                hook, undone = False, True
-    return Freeze(everything, tuple(dict.fromkeys(attrs)), tuple(dict.fromkeys(unfrozen)), hook, line, path, undone)
+                self.requires_grad(node.func.value, node.args[0] if node.args else ast.Constant(True), node, node.lineno)
+            elif method == "enable_input_require_grads" and self.target(node.func.value)[0]:
+                self.then(Freeze(input_grad_hook=True))
+            elif method == "register_forward_hook" and self.target(node.func.value)[1] is not None:
+                self.then(Freeze(input_grad_hook=True))
+            elif method in ("disable_input_require_grads", "set_input_embeddings") and self.target(node.func.value)[0]:
+                self.then(Freeze(hook_undone=True))
+
+    def condition_body(self, body: list[ast.stmt], condition: Optional[list], name: Optional[str]) -> None:
+        """Note the name predicate each statement of a loop over parameters runs under."""
+        both = lambda more: more if condition is None else ["and", condition, more]  # noqa: E731
+        for stmt in body:
+            if isinstance(stmt, ast.If):
+                test = _name_predicate(stmt.test, name)
+                self.condition_body(stmt.body, both(test), name)
+                self.condition_body(stmt.orelse, both(["not", test]), name)
+                if stmt.body and isinstance(stmt.body[-1], (ast.Continue, ast.Break, ast.Return)) and not stmt.orelse:
+                    condition = both(["not", test])  # `if "lora" in n: continue`: the rest runs for the others
+            elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+                self.condition_body([*stmt.body, *stmt.orelse], both(_UNKNOWN), name)
+            elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+                self.condition_body(stmt.body, condition, name)
+            elif isinstance(stmt, ast.Try):
+                self.condition_body([*stmt.body, *stmt.orelse, *stmt.finalbody, *(s for h in stmt.handlers for s in h.body)], condition, name)
+            elif condition is not None:
+                for node in _nodes(stmt):
+                    self.conditions[id(node)] = condition
+
+    def requires_grad(self, owner: ast.AST, value: ast.AST, node: ast.AST, lineno: int) -> None:
+        """`owner.requires_grad = value` or `owner.requires_grad_(value)`."""
+        loop = self.loops.get(owner.id) if isinstance(owner, ast.Name) else None
+        module, name = loop if loop is not None else (owner, None)
+        condition = self.conditions.get(id(node)) if loop is not None else None
+        known, flag = literal(value)
+        if known and isinstance(flag, bool):
+            self.record(module, not flag, lineno, condition)
+            return
+        predicate = _name_predicate(value, name)
+        if predicate[0] == "unknown":
+            self.record(module, None, lineno, condition)
+        elif condition is None:
+            self.record(module, False, lineno, predicate)
+            self.record(module, True, lineno, ["not", predicate])
+        else:
+            self.record(module, False, lineno, ["and", condition, predicate])
+            self.record(module, True, lineno, ["and", condition, ["not", predicate]])
+
+
+# Predicates that hold for every parameter name, and that cannot be decided.
+_ALWAYS = ["in", ""]
+_UNKNOWN = ["unknown"]
+
+
+def _name_predicate(test: ast.AST, name: Optional[str]) -> list:
+    """A condition on a parameter's name (`"lora" in n`, `n.startswith(("head", "fc"))`, `not ...`,
+    `and`/`or`, `any(k in n for k in ("a", "b"))`) as a predicate; ["unknown"] for anything else."""
+    if name is None:
+        return _UNKNOWN
+    is_name = lambda node: isinstance(node, ast.Name) and node.id == name  # noqa: E731
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return ["not", _name_predicate(test.operand, name)]
+    if isinstance(test, ast.BoolOp):
+        return ["and" if isinstance(test.op, ast.And) else "or", *(_name_predicate(v, name) for v in test.values)]
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and is_name(test.comparators[0]) and isinstance(test.ops[0], (ast.In, ast.NotIn)):
+        known, text = literal(test.left)
+        if known and isinstance(text, str):
+            return ["in", text] if isinstance(test.ops[0], ast.In) else ["not", ["in", text]]
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and is_name(test.func.value) and test.func.attr in ("startswith", "endswith") and len(test.args) == 1:
+        texts = _strings(test.args[0])
+        if texts is not None:
+            return ["or", *([test.func.attr, t] for t in texts)]
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "any" and len(test.args) == 1:
+        generator = test.args[0]
+        if isinstance(generator, (ast.GeneratorExp, ast.ListComp)) and len(generator.generators) == 1:
+            loop = generator.generators[0]
+            texts = _strings(loop.iter)
+            element = generator.elt
+            if texts is not None and not loop.ifs and isinstance(loop.target, ast.Name) and isinstance(element, ast.Compare):
+                if len(element.ops) == 1 and isinstance(element.ops[0], ast.In) and is_name(element.comparators[0]):
+                    if isinstance(element.left, ast.Name) and element.left.id == loop.target.id:
+                        return ["or", *(["in", t] for t in texts)]
+    return _UNKNOWN
+
+
+def _strings(node: ast.AST) -> Optional[list[str]]:
+    """The strings of a literal string, or of a tuple, list or set of them."""
+    elements = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    texts = [literal(e) for e in elements]
+    return [t for _, t in texts] if all(known and isinstance(t, str) for known, t in texts) else None
 
 
 _HF_ENABLE_KWARGS = {"gradient_checkpointing_enable": "gradient_checkpointing_kwargs", "activation_checkpointing_enable": "activation_checkpointing_kwargs"}
@@ -618,6 +883,42 @@ class _Reads:
 
 # Callees that never run a checkpoint on what they are handed (besides the checkpoint APIs themselves).
 _NOT_WRAPPERS = ("builtins.", "functools.", "itertools.", "operator.", "math.", "numpy.", "typing.", "torch.")
+
+
+def _ordered_params(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> tuple[str, ...]:
+    arguments = function.args
+    return tuple(a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs))
+
+
+def _function_like(qualname: Optional[str]) -> bool:
+    """Named like a function rather than a class (`freeze_backbone`, not `Wrapper`)."""
+    return qualname is not None and qualname.rsplit(".", 1)[-1][:1].islower()
+
+
+def _root_name(value: ast.AST) -> Optional[str]:
+    """The variable a value is the same object as: `model.to(device).train()`, `helper(model, ...)`."""
+    while type(value) is ast.Call:
+        func = value.func
+        if type(func) is ast.Attribute and func.attr in MODULE_SELF_METHODS:
+            value = func.value
+        elif value.args:
+            value = value.args[0]
+        else:
+            return None
+    return value.id if type(value) is ast.Name else None
+
+
+# nn.Module methods that neither freeze nor unfreeze anything (calls on a model not worth following).
+_MODULE_API = frozenset(
+    {
+        "parameters", "named_parameters", "modules", "named_modules", "children", "named_children", "state_dict",
+        "load_state_dict", "zero_grad", "forward", "apply", "register_buffer", "register_forward_hook",
+        "register_forward_pre_hook", "register_full_backward_hook", "requires_grad_", "enable_input_require_grads",
+        "disable_input_require_grads", "gradient_checkpointing_enable", "activation_checkpointing_enable",
+        "add_module", "get_submodule", "get_parameter", "extra_repr", "size", "view", "item", "numel",
+        "append", "extend", "update", "items", "keys", "values", "get", "pop", "format", "join", "split",
+    } | MODULE_SELF_METHODS
+)  # fmt: skip
 
 
 def _params(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> frozenset[str]:
@@ -762,6 +1063,9 @@ def summarize(source: str, path: str, module: str, is_package: bool) -> ModuleSu
 
 
 _MAX_ALIAS_HOPS = 32
+# How many calls deep freezing is followed (a helper calling a method calling a helper ...).
+_MAX_FREEZE_DEPTH = 6
+_NO_FREEZE: tuple[Freeze, frozenset[str]] = (Freeze(), frozenset())
 # Statements that may call one function: beyond this, its callers are taken as unknown.
 _MAX_CALLER_BLOCKS = 16
 
@@ -773,7 +1077,8 @@ class ProjectIndex:
         self.modules = modules
         self._constructed: Optional[frozenset[str]] = None
         self._freezes: dict[str, tuple[Freeze, frozenset[str]]] = {}
-        self._instance_freezes: Optional[dict[str, list[tuple[Freeze, str]]]] = None
+        self._instance_steps: Optional[dict[str, list[list[FreezeStep]]]] = None
+        self._call_effects: dict[tuple[str, str, Optional[str]], tuple[Freeze, frozenset[str]]] = {}
         self._hf_enable: Optional[tuple[Optional[tuple[str, int]]]] = None
         self._canonical: dict[str, str] = {}
         self._split: dict[str, tuple[Optional[ModuleSummary], str]] = {}
@@ -878,7 +1183,8 @@ class ProjectIndex:
         return None
 
     def freeze_of(self, class_qualname: str) -> Freeze:
-        """Freezing in the class's own `__init__` and on its instances anywhere in the project."""
+        """Freezing of the class's instances: by its own `__init__`, and by the code that builds one
+        anywhere in the project (methods called on it, helpers it is handed to), any of them."""
         if class_qualname not in self._freezes:
             self._freezes[class_qualname] = self._freeze_of(class_qualname)
         freeze, paths = self._freezes[class_qualname]
@@ -887,18 +1193,19 @@ class ProjectIndex:
 
     def _freeze_of(self, class_qualname: str) -> tuple[Freeze, frozenset[str]]:
         canonical = self.canonical(class_qualname)
-        module, _ = self.split(canonical)
-        summary = self.class_(canonical)
-        found = [(summary.freeze, module.path)] if summary and module else []
-        if self._instance_freezes is None:
-            self._instance_freezes = {}
+        init = self._method_effect(canonical, "__init__", 0, own=True)
+        if self._instance_steps is None:
+            self._instance_steps = {}
             for m in self.modules.values():
-                for key, f in m.instance_freezes.items():
-                    self._instance_freezes.setdefault(key.rsplit("|", 1)[-1], []).append((f, m.path))
-        found += self._instance_freezes.get(canonical, [])
-        if not found:
+                for key, steps in m.instance_freezes.items():
+                    self._instance_steps.setdefault(self.canonical(key.rsplit("|", 1)[-1]), []).append(steps)
+        instances = self._instance_steps.get(canonical, [])
+        # Built as a submodule too (or nowhere we can see): the bare `__init__` counts as well.
+        found = [init] if not instances or canonical in self.constructed_classes() else []
+        found += [self._fold(steps, canonical, 0, init[0]) for steps in instances]
+        freezes = [f for f, _ in found if f]
+        if not freezes:
             return Freeze(), frozenset()
-        freezes = [f for f, _ in found]
         first = next((f for f in freezes if f.line), freezes[0])
         return Freeze(
             any(f.everything for f in freezes),
@@ -908,7 +1215,71 @@ class ProjectIndex:
             first.line,
             first.path,
             any(f.hook_undone for f in freezes),
-        ), frozenset(path for f, path in found if f.line)
+            by_name=tuple(step for f in freezes for step in f.by_name),
+        ), frozenset(path for _, paths in found for path in paths)
+
+    def instance_freeze(self, module: str, function: str, ctor: str) -> Optional[Freeze]:
+        """Freezing done to an object built by `ctor` in the top-level `function` of `module` (or in
+        its module-level code) by the time the function ends; None when nothing may freeze it."""
+        freezes = self.modules[module].instance_freezes
+        steps = freezes.get(instance_key(function, ctor)) or freezes.get(instance_key("", ctor))
+        if steps is None:
+            return None
+        freeze, paths = self._fold(steps, self.canonical(ctor), 0)
+        self.cited |= paths
+        return freeze
+
+    def _fold(self, steps: list[FreezeStep], owner: Optional[str], depth: int, start: Optional[Freeze] = None) -> tuple[Freeze, frozenset[str]]:
+        """The freezing of an object of class `owner` after `steps`, and the files whose lines it cites."""
+        freeze, paths = start or Freeze(), set()
+        for step in steps:
+            if step.freeze is not None:
+                part, cited = step.freeze, frozenset([step.freeze.path] if step.freeze.line else [])
+            else:
+                part, cited = self._call_effect(step, owner, depth)
+            freeze = freeze.then(part)
+            paths |= cited
+        return freeze, frozenset(paths)
+
+    def _call_effect(self, step: FreezeStep, owner: Optional[str], depth: int) -> tuple[Freeze, frozenset[str]]:
+        """What a call handed an object of class `owner` does to it (memoised; bounded; nothing for a
+        call that recurses into itself or a callee outside the project)."""
+        key = (step.callee, step.slot, owner)
+        found = self._call_effects.get(key)
+        if found is None:
+            self._call_effects[key] = _NO_FREEZE
+            found = self._call_effects[key] = self._resolve_call(step, owner, depth + 1) if depth < _MAX_FREEZE_DEPTH else _NO_FREEZE
+        return found
+
+    def _resolve_call(self, step: FreezeStep, owner: Optional[str], depth: int) -> tuple[Freeze, frozenset[str]]:
+        if not step.callee.startswith("."):
+            module, rest = self.split(self.canonical(step.callee))
+            params = module.param_freezes.get(rest) if module is not None else None
+            names = list(params or ())
+            name = step.slot if step.slot in names else names[int(step.slot)] if step.slot.isdigit() and int(step.slot) < len(names) else None
+            return self._fold(params[name], owner, depth) if params and name else _NO_FREEZE
+        method = step.callee[1:]
+        if not step.slot:
+            return self._method_effect(owner, method, depth) if owner else _NO_FREEZE
+        # `self.visual.lock()`: a submodule counts as frozen when the method freezes all of it.
+        attr = step.slot[len("self.") :]
+        binding = self.attribute(owner, attr) if owner else None
+        classes = [self.canonical(c) for c in binding.constructors] if binding is not None else []
+        effects = [self._method_effect(c, method, depth) for c in classes]
+        if not effects or not all(f.everything and not f.unfrozen and not f.by_name for f, _ in effects):
+            return _NO_FREEZE
+        first = effects[0][0]
+        return Freeze(attrs=(attr,), line=first.line, path=first.path), frozenset(p for _, paths in effects for p in paths)
+
+    def _method_effect(self, class_qualname: str, method: str, depth: int, own: bool = False) -> tuple[Freeze, frozenset[str]]:
+        """What calling `method` on an instance of the class does to it (`own`: only if the class itself defines it)."""
+        for name in [self.canonical(class_qualname)] if own else self.ancestors(class_qualname):
+            summary = self.class_(name)
+            if summary is not None and method in summary.methods:
+                module, rest = self.split(summary.qualname)
+                params = module.param_freezes.get(f"{rest}.{method}") if module is not None else None
+                return self._fold(params["self"], class_qualname, depth) if params else _NO_FREEZE
+        return _NO_FREEZE
 
     def reentrant_hf_enable(self) -> Optional[tuple[str, int]]:
         """Where the project switches transformers checkpointing to reentrant mode explicitly."""

@@ -455,6 +455,125 @@ CASES = {
         """,
         {(10, "CKPT007")},
     ),
+    "freezing in a method __init__ calls, and in a submodule's method another method calls": (
+        """
+        class Tower(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.patch = nn.Linear(4, 4)
+                self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+            def lock(self):
+                for p in self.parameters():
+                    p.requires_grad = False
+            def forward(self, x):
+                return self.patch(x)
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 4)
+                self.tower = Tower()
+                self.layer = nn.Linear(4, 4)
+                self.freeze_embeddings()
+            def freeze_embeddings(self):
+                self.embed.weight.requires_grad_(False)
+            def forward(self, ids):
+                return checkpoint(self.layer, self.embed(ids), use_reentrant=True)
+        class TowerNet(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.tower = Tower()
+                self.layer = nn.Linear(4, 4)
+            def lock_tower(self):
+                self.tower.lock()
+            def forward(self, x):
+                return checkpoint(self.layer, self.tower(x), use_reentrant=True)
+        def build():
+            model = TowerNet()
+            model.lock_tower()
+            return model
+        """,
+        {(22, "CKPT005"), (31, "CKPT005")},
+    ),
+    "name predicates: any() of substrings and skipping with continue freeze; an unknown condition or value does not": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 4)
+                self.norm = nn.LayerNorm(4)
+                self.layer = nn.Linear(4, 4)
+            def forward(self, ids):
+                return checkpoint(self.layer, self.norm(self.embed(ids)), use_reentrant=True)
+        class SkipNet(Net):
+            def forward(self, ids):
+                return checkpoint(self.layer, self.norm(self.embed(ids)), use_reentrant=True)
+        class UnknownNet(Net):
+            def forward(self, ids):
+                return checkpoint(self.layer, self.norm(self.embed(ids)), use_reentrant=True)
+        class ValueNet(Net):
+            def forward(self, ids):
+                return checkpoint(self.layer, self.norm(self.embed(ids)), use_reentrant=True)
+        def build():
+            model = Net()
+            for n, p in model.named_parameters():
+                if any(k in n for k in ("embed", "norm")):
+                    p.requires_grad = False
+            return model
+        def build_skip():
+            model = SkipNet()
+            for n, p in model.named_parameters():
+                if n.startswith("layer."):
+                    continue
+                p.requires_grad_(False)
+            return model
+        def build_unknown():
+            model = UnknownNet()
+            for p in model.parameters():
+                if p.ndim > 1:
+                    p.requires_grad = False
+            return model
+        def build_value(train_embeddings):
+            model = ValueNet()
+            for n, p in model.named_parameters():
+                p.requires_grad = train_embeddings or "layer" in n
+            return model
+        """,
+        {(9, "CKPT005"), (12, "CKPT005")},
+    ),
+    "a helper handed the model by another helper; unfrozen again by a third": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 4)
+                self.layer = nn.Linear(4, 4)
+            def forward(self, ids):
+                return checkpoint(self.layer, self.embed(ids), use_reentrant=True)
+        class ThawedNet(Net):
+            def forward(self, ids):
+                return checkpoint(self.layer, self.embed(ids), use_reentrant=True)
+        def freeze_module(module):
+            module.requires_grad_(False)
+        def freeze_embeddings(model):
+            freeze_module(model.embed)
+            for p in model.embed.parameters():
+                p.requires_grad = False
+            return model
+        def prepare(model, thaw=False):
+            model = freeze_embeddings(model)
+            return model
+        def unfreeze_embeddings(model):
+            model.embed.requires_grad_(True)
+        def build():
+            model = Net()
+            return prepare(model)
+        def build_thawed():
+            model = prepare(ThawedNet().eval())
+            unfreeze_embeddings(model=model)
+            return model
+        """,
+        {(8, "CKPT005")},
+    ),
 }
 
 

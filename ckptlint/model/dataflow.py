@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Optional, Sequence
 
 from ckptlint.index import ClassSummary, ProjectIndex
-from ckptlint.model.torch_knowledge import ACTIVATION_NAMES, PARAMETER_FREE_MODULES, PARAMETER_MODULES
+from ckptlint.model.torch_knowledge import ACTIVATION_NAMES, PARAMETER_FREE_MODULES, PARAMETER_MODULES, PARAMETER_NAMES
 from ckptlint.model.values import (
     SYMBOLIC,
     UNKNOWN,
@@ -112,14 +112,18 @@ class Dataflow:
         freeze = self.index.freeze_of(owner)
         if freeze.input_grad_hook:
             return None
+        builtin = bool(module.classes) and all(c in PARAMETER_MODULES or c in PARAMETER_FREE_MODULES for c in module.classes)
+        names = {PARAMETER_NAMES.get(c) for c in module.classes} if builtin else set()
+        state, by_name = freeze.state_of(attr, names.pop() if len(names) == 1 else None)
+        at = f" at line {freeze.line}" if freeze.line else ""
+        if not state:
+            return "" if state is False else None
+        if by_name:
+            return f"its parameters' names select it for freezing{at}"
         if attr in freeze.attrs:
-            return f"`requires_grad` switched off at line {freeze.line}" if freeze.line else "its parameters are frozen"
-        if freeze.everything and attr not in freeze.unfrozen:
-            # Only built-in layers are certainly frozen: project layers may hold unfrozen adapters.
-            if module.classes and all(c in PARAMETER_MODULES or c in PARAMETER_FREE_MODULES for c in module.classes):
-                return f"all parameters frozen at line {freeze.line}" if freeze.line else "all parameters frozen"
-            return None
-        return ""
+            return f"`requires_grad` switched off{at}" if at else "its parameters are frozen"
+        # Only built-in layers are certainly frozen: project layers may hold unfrozen adapters.
+        return f"all parameters frozen{at}" if builtin else None
 
     def has_parameters(self, classes: Sequence[str], depth: int = 0) -> Optional[bool]:
         """True if any class owns parameters, False if none does, None when unknown."""

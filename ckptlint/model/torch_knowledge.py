@@ -35,6 +35,15 @@ PARAMETER_MODULES = _names(
     "TransformerDecoderLayer", "PReLU", "Parameter",
 ) | frozenset({"torch.nn.parameter.Parameter"})  # fmt: skip
 
+# The names of built-in layers' parameters (relative to the layer), for freezing by parameter name.
+PARAMETER_NAMES = {
+    **{name: ("weight", "bias") for name in _names(
+        _NN, "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+        "ConvTranspose3d", "LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm",
+    )},
+    **{name: ("weight",) for name in _names(_NN, "Embedding", "EmbeddingBag", "RMSNorm", "PReLU")},
+}  # fmt: skip
+
 CONTAINERS = _names(_NN, "Sequential", "ModuleList", "ModuleDict")
 MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
 

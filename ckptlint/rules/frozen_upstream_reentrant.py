@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Iterator, Optional
 
 from ckptlint.findings import Severity
 from ckptlint.fixes import input_require_grads, non_reentrant
-from ckptlint.index import Freeze, instance_key
+from ckptlint.index import Freeze
 from ckptlint.model.sites import ApiKind, CheckpointSite
 from ckptlint.model.values import Instance, ModuleObject
 from ckptlint.rules import Diagnostic, Rule, callee_name
@@ -64,8 +64,7 @@ class FrozenUpstreamReentrant(Rule):
         else:
             return None
         function = (site.enclosing_function or "").removeprefix(model.module + ".").split(".", 1)[0]
-        freezes = model.index.modules[model.module].instance_freezes
-        freeze = freezes.get(instance_key(function, ctor)) or freezes.get(instance_key("", ctor))
+        freeze = model.index.instance_freeze(model.module, function, ctor)
         if freeze is None or not (freeze.everything or freeze.attrs) or freeze.input_grad_hook:
             return None
         if ctor.startswith(PEFT_HOOKED):
