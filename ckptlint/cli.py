@@ -141,7 +141,7 @@ class _SectionedCommand(click.Command):
 @click.option("--torch-version", help="Target torch version, e.g. 2.13 (overrides configuration and installed metadata).")
 @click.option("--transformers-version", help="Target transformers version, e.g. 4.57.")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
-@click.option("--cache-dir", type=click.Path(file_okay=False), help="Result cache folder (default: .ckptlint_cache in the project).")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Result cache folder (default: $CKPTLINT_CACHE_DIR, else .ckptlint_cache in the project).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Worker processes (default: all cores).")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True, help="Colour the text output (auto: only on a terminal, never with NO_COLOR).")
 @click.option("--confirm", "confirm_findings", is_flag=True, help="Run each finding's module with and without checkpointing and report the evidence. This executes the project's code.")

@@ -44,3 +44,16 @@ def test_every_check_option_has_a_help_section():
     sectioned = {name for names in _HELP_SECTIONS.values() for name in names}
     options = {p.name for p in check.params if isinstance(p, click.Option)} - {"help"}
     assert options == sectioned
+
+
+def test_every_environment_variable_ckptlint_reads_is_documented():
+    from click.testing import CliRunner
+
+    from ckptlint.cli import main
+
+    sources = "\n".join(p.read_text() for p in (ROOT / "ckptlint").rglob("*.py"))
+    variables = set(re.findall(r"environ(?:\.get\(|\[)\"(CKPTLINT_\w+)\"", sources))
+    assert variables, "the pattern no longer finds the variables"
+    help_text = " ".join(CliRunner().invoke(main, ["check", "--help"], terminal_width=78).output.split())
+    for variable in variables:
+        assert variable in README and variable in help_text, variable

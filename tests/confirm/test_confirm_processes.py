@@ -214,6 +214,20 @@ def test_log_of_user_output_is_kept_for_a_failed_target(tmp_path):
         log.parent.rmdir()
 
 
+def test_no_log_folder_is_left_when_no_target_needs_its_log(tmp_path, monkeypatch):
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(temp))
+    silent = model("Silent", init='raise RuntimeError("weights not found")\n')
+    quiet = model("Quiet", 'print("fine")\n')
+    paths = [write(tmp_path, "silent.py", silent), write(tmp_path, "quiet.py", quiet)]
+    findings = [finding(p, line_in(p, n, "checkpoint("), "CKPT006") for p, n in zip(paths, ("Silent", "Quiet"))]
+    results = confirm_all(findings, timeout=60.0, examples=[])
+    assert [results[f].verdict for f in findings] == ["could not run", "confirmed"]
+    assert not any("output of the target" in e for f in findings for e in results[f].evidence)
+    assert list(temp.iterdir()) == []  # neither the logs nor their folder
+
+
 # --- the summary line ------------------------------------------------------------------------------------
 
 
