@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Optional
 from ckptlint import notebooks
 from ckptlint.findings import Edit, Finding, Fix, LintReport
 from ckptlint.fixes import apply_edits
+from ckptlint.lines import lines_with_ends
 from ckptlint.source import SourceError, decode, overlay, read_bytes
 
 # Rounds of lint-and-apply; fixes that keep producing new fixes stop here (ruff: 100).
@@ -98,8 +99,8 @@ def _encoding(data: bytes) -> str:
 def unified_diff(path: str, before: bytes, after: bytes) -> str:
     if notebooks.is_notebook(path):
         return notebooks.unified_diffs(path, before, after)
-    old = decode(path, before).text.splitlines(keepends=True)
-    new = decode(path, after).text.splitlines(keepends=True)
+    old = lines_with_ends(decode(path, before).text)
+    new = lines_with_ends(decode(path, after).text)
     lines = difflib.unified_diff(old, new, fromfile=f"a/{path}", tofile=f"b/{path}")
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 

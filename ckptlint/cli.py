@@ -16,6 +16,7 @@ from ckptlint.cache import DEFAULT_DIRNAME, CacheError, ResultCache, clean
 from ckptlint.config import ConfigError, Settings, find_config, load_settings
 from ckptlint.docs import rule_document
 from ckptlint.findings import LintReport
+from ckptlint.lines import lines_of
 from ckptlint.reporters import FORMATS, RenderOptions, render
 from ckptlint.rules import all_rules
 from ckptlint.source import SourceError, decode
@@ -381,7 +382,7 @@ def _line_reader(stdin: Optional[tuple[str, str]]):
     def read_lines(path: str, cell: Optional[int]) -> Optional[list[str]]:
         try:
             data = stdin[1].encode() if stdin is not None and path == stdin[0] else Path(path).read_bytes()
-            return data.decode("utf-8", errors="replace").splitlines() if cell is None else cell_lines(data, cell)
+            return lines_of(data.decode("utf-8", errors="replace")) if cell is None else cell_lines(data, cell)
         except (OSError, NotebookError):
             return None
 

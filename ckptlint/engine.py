@@ -24,6 +24,7 @@ from ckptlint.config import Settings
 from ckptlint.discovery import discover
 from ckptlint.findings import SAFE, UNSAFE, FileError, Finding, LintReport, Severity
 from ckptlint.index import ModuleSummary, ProjectIndex, project_fingerprint, summarize
+from ckptlint.lines import lines_of, newline_of
 from ckptlint.limits import describe, run_deep, too_deep, without_long_string_runs
 from ckptlint.names import module_name_for
 from ckptlint.relevance import SourceSlice, can_matter, definitions_source, relevant_source, whole_source
@@ -601,14 +602,14 @@ def _findings(model: FileModel, source: Source, group: list, settings: Settings,
     group = [(rule, d) for rule, d in group if settings.is_enabled(rule.code, model.path)]
     if not group or Suppressions.disables_file(source.text):
         return []
-    from ckptlint.fixes import anchors, lines_of, newline_of, plan_nodes, to_fix
+    from ckptlint.fixes import anchors, plan_nodes, to_fix
     from ckptlint.notebooks import relocate
 
     plans = [plan for _, d in group for plan in d.fixes]
     anchored = anchors(model.tree, plans) if plans else {}
     positions = _positions(model.tree, sliced, [d.node for _, d in group] + plan_nodes(plans) + list(anchored.values()))
-    suppressions = Suppressions(source.text.splitlines())
     lines, newline = lines_of(source.text), newline_of(source.text)
+    suppressions = Suppressions(lines)
     found = []
     for rule, diagnostic in group:
         line, column, end_line, end_column = positions[id(diagnostic.node)]

@@ -12,11 +12,11 @@ Nothing here runs unless a rule fires: a file without findings costs no fix work
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Sequence, Union
 
 from ckptlint.findings import SAFE, UNSAFE, Edit, Fix
+from ckptlint.lines import LINE_BREAK
 from ckptlint.model.sites import ApiKind, CacheUse, CheckpointSite, FlagStatus
 from ckptlint.model.values import DictLit, code
 
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 # The APIs whose call takes `use_reentrant=` itself.
 _TAKES_FLAG = (ApiKind.CHECKPOINT, ApiKind.SEQUENTIAL)
 _HF_KWARGS = (ApiKind.HF_ENABLE, ApiKind.HF_TRAINING_ARGS)
-LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass(frozen=True)
@@ -291,16 +290,6 @@ def to_fix(plan: FixPlan, positions: dict[int, Position], anchored: dict[int, cs
         end = len(lines[end_line - 1]) + 1
         edits.append(Edit(end_line, end, end_line, end, newline + _indentation(lines[start_line - 1]) + text))
     return Fix(plan.applicability, plan.message, tuple(sorted(edits)))
-
-
-def lines_of(text: str) -> list[str]:
-    """Lines as LibCST and the tokenizer count them, without their ends."""
-    return LINE_BREAK.split(text)
-
-
-def newline_of(text: str) -> str:
-    match = LINE_BREAK.search(text)
-    return match.group() if match else "\n"
 
 
 def _indentation(line: str) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Optional
 
 from ckptlint.findings import Confirmation, Edit, Finding, Fix
+from ckptlint.lines import lines_of, lines_with_ends
 
 SUFFIX = ".ipynb"
 # Cell magics whose body is Python: the cell is linted without its `%%` line; other cell magics
@@ -53,7 +54,7 @@ def python_source(data: bytes) -> tuple[str, tuple[tuple[int, int], ...]]:
 def cell_lines(data: bytes, cell: int) -> Optional[list[str]]:
     """The source lines of cell `cell` (1-based), as the notebook holds them."""
     cells = _load(data)["cells"]
-    return _text(cells[cell - 1].get("source", "")).splitlines() if 0 < cell <= len(cells) else None
+    return lines_of(_text(cells[cell - 1].get("source", ""))) if 0 < cell <= len(cells) else None
 
 
 def relocate(finding: Finding, cells: tuple[tuple[int, int], ...]) -> Finding:
@@ -90,7 +91,7 @@ def apply(data: bytes, edits: Iterable[Edit]) -> bytes:
         cell = notebook["cells"][number - 1]
         source = cell.get("source", "")
         fixed = apply_edits(_text(source), cell_edits)
-        cell["source"] = fixed.splitlines(keepends=True) if isinstance(source, list) else fixed
+        cell["source"] = lines_with_ends(fixed) if isinstance(source, list) else fixed
     return _dump(notebook, data.decode("utf-8"))
 
 
@@ -110,7 +111,7 @@ def unified_diffs(path: str, before: bytes, after: bytes) -> str:
 
 
 def _ended(text: str) -> list[str]:
-    lines = text.splitlines(keepends=True)
+    lines = lines_with_ends(text)
     return [line if line.endswith("\n") else line + "\n" for line in lines]
 
 
@@ -153,7 +154,9 @@ def _cell_code(cell: dict[str, Any]) -> Optional[str]:
     text = _text(cell.get("source", ""))
     if not text.strip():
         return None
-    lines = text.splitlines()
+    lines = lines_of(text)
+    if lines[-1] == "":
+        lines.pop()
     if lines[0].startswith("%%"):
         if lines[0][2:].split(" ", 1)[0].strip() not in _PYTHON_CELL_MAGICS:
             return None

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ckptlint.findings import Edit
-from ckptlint.fixes import lines_of
+from ckptlint.lines import lines_of
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 _DISABLE = re.compile(r"#\s*ckptlint:\s*disable=(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)", re.IGNORECASE)

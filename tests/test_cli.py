@@ -210,3 +210,16 @@ def test_parallel_and_serial_runs_agree(jobs, monkeypatch):
     document = json.loads(CliRunner().invoke(main, ["fixtures", "--format", "json", "--no-cache", "-j", jobs, "--torch-version", "2.13"]).stdout)
     serial = json.loads(CliRunner().invoke(main, ["fixtures", "--format", "json", "--no-cache", "-j", "1", "--torch-version", "2.13"]).stdout)
     assert document == serial and document["findings"]
+
+
+# Python ends lines at \n, \r\n and \r only; str.splitlines() also splits at form feeds (old
+# files have them as page breaks), \x1c-\x1e, \x85 and \u2028/\u2029, which shifted every line after one.
+@pytest.mark.parametrize("separator", ["\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\x0b"])
+def test_characters_that_str_splitlines_breaks_at_do_not_shift_lines(project, separator):
+    header = f"from torch.utils.checkpoint import checkpoint\n#{separator} page break\nx = '{separator}'\n"
+    project({"quiet.py": header + "\n\ndef step(block, x):\n    return checkpoint(block, x)  # noqa: CKPT006\n", "loud.py": header + BAD})
+    assert run("quiet.py").exit_code == 0  # the noqa is on the finding's line
+    out = run("loud.py").output
+    assert "loud.py:8:12: CKPT006" in out and "8 |     return checkpoint(block, x)\n" in out, out
+    diff = run("loud.py", "--diff").output
+    assert "@@ -5,4 +5,4 @@" in diff and "+    return checkpoint(block, x, use_reentrant=True)\n" in diff, diff

@@ -134,3 +134,15 @@ def test_confirm_runs_the_notebook_and_names_cells(monkeypatch):
     ]  # fmt: skip
     assert "checkpoint at cifar_notebook.ipynb:cell 3:29 ran with use_reentrant omitted" in " ".join(findings[1]["confirmation"]["evidence"])
     assert findings[0]["confirmation"]["target"] == "fixtures/cifar_notebook.ipynb::CIFAR10Model"
+
+
+def test_a_form_feed_in_a_cell_is_not_a_line_break(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    document = json.loads(notebook(IMPORT, "x = 1\n"))
+    document["cells"][1]["source"] = ["page = '\x0c'  # \x1e\n", "\n", "\n", *CALL.splitlines(keepends=True)]
+    (tmp_path / "nb.ipynb").write_text(json.dumps(document))
+    result = run("nb.ipynb", "--format", "json")
+    assert json.loads(result.stdout)["errors"] == [], result.output
+    assert [(f["cell"], f["line"], f["code"]) for f in json.loads(result.stdout)["findings"]] == [(2, 5, "CKPT006")]
+    run("nb.ipynb", "--fix")
+    assert json.loads((tmp_path / "nb.ipynb").read_text())["cells"][1]["source"][0] == "page = '\x0c'  # \x1e\n"
