@@ -24,6 +24,15 @@ def lint_text(source: str, filename: str = "example.py", *, torch: str = "2.13",
     return lint([], settings, versions, jobs=1, stdin=(filename, source))
 
 
+def readme_block(marker: str, language: str = "text") -> str:
+    """The first ```language block after `marker` in README.md (example outputs are checked)."""
+    readme = (ROOT / "README.md").read_text()
+    assert marker in readme, marker
+    match = re.search(rf"```{language}\n(.*?)```", readme.split(marker, 1)[1], re.DOTALL)
+    assert match, f"no {language} block after {marker!r}"
+    return match.group(1)
+
+
 def codes(report: LintReport) -> list[tuple[int, str]]:
     return [(f.line, f.code) for f in report.findings]
 
