@@ -27,6 +27,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 import zipfile
@@ -266,30 +267,39 @@ def make_tree(name: str, root: Path) -> Tree:
 
 
 def fetch_corpus(cache: Path, name: str, version: str) -> Path:
-    """`pip download --no-deps` the wheel (once) and unzip it (once); the unpacked folder."""
+    """`pip download --no-deps` the release (once; the wheel, or the sdist of a project that
+    publishes none) and unpack it (once); the unpacked folder."""
     dest = cache / "src" / f"{name}-{version}"
     marker = dest / ".bench-unpacked"
     if marker.is_file():
         return dest
-    wheels = cache / "wheels"
-    pattern = f"{name.replace('-', '_')}-{version}-*.whl"
-    if not list(wheels.glob(pattern)):
+    downloads = cache / "wheels"
+    stem = f"{name.replace('-', '_')}-{version}"
+    if not _downloaded(downloads, stem):
         log(f"pip download {name}=={version}")
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-             "--dest", str(wheels), f"{name}=={version}"],
+            [sys.executable, "-m", "pip", "download", "--no-deps",
+             "--dest", str(downloads), f"{name}=={version}"],
             check=True,
         )
-    wheel = sorted(wheels.glob(pattern))[0]
-    log(f"unzip {wheel.name}")
+    archive_path = _downloaded(downloads, stem)[0]
+    log(f"unpack {archive_path.name}")
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(tmp)
+    if archive_path.suffix == ".whl":
+        with zipfile.ZipFile(archive_path) as archive:
+            archive.extractall(tmp)
+    else:
+        with tarfile.open(archive_path) as archive:
+            archive.extractall(tmp, filter="data")
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
-    marker.write_text(wheel.name + "\n")
+    marker.write_text(archive_path.name + "\n")
     return dest
+
+
+def _downloaded(downloads: Path, stem: str) -> list[Path]:
+    return sorted(downloads.glob(f"{stem}-*.whl")) + sorted(downloads.glob(f"{stem}.tar.gz"))
 
 
 def make_subset(cache: Path, source: Tree, fraction: float) -> Tree:

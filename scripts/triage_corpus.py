@@ -3,8 +3,9 @@
     python scripts/triage_corpus.py            # fetch (pip download) if needed, lint, check, rewrite docs
     python scripts/triage_corpus.py --no-write # only check
 
-The corpus (pinned wheels of transformers, diffusers, timm, peft and accelerate) is fetched by the
-benchmark's own `fetch_corpus`, so both use the same trees. Every finding must have a verdict in
+The corpus is the benchmark's (pinned wheels of transformers, diffusers, timm, peft and accelerate)
+plus older releases and projects built on them where checkpointing misuse was reported; all are
+fetched by the benchmark's own `fetch_corpus` (the wheel, or the sdist when there is none). Every finding must have a verdict in
 docs/corpus-verdicts.json, and every verdict a finding: the script exits 1 otherwise, so a change
 in the analysis that adds or drops a finding on real code is noticed and triaged.
 """
@@ -24,6 +25,17 @@ VERDICTS = REPO / "docs" / "corpus-verdicts.json"
 REPORT = REPO / "docs" / "corpus-triage.md"
 # transformers semantics to lint under: today's default, and the 4.x default (use_reentrant=True).
 SEMANTICS = ("5.23", "4.57")
+# name, version: linted beside the benchmark's corpora.
+FURTHER_CORPORA = (
+    ("transformers", "4.40.0"),
+    ("colossalai", "0.5.0"),
+    ("nemo_toolkit", "3.0.0"),
+    ("open_clip_torch", "3.3.0"),
+    ("litgpt", "0.5.13"),
+    ("mmengine", "0.10.7"),
+    ("peft", "0.10.0"),
+    ("trl", "1.16.0"),
+)
 
 
 HISTORY = """## False positives fixed in the analysis
@@ -96,7 +108,8 @@ def main() -> int:
     args = parser.parse_args()
     bench = load_bench()
     cache = args.cache_dir or bench.DEFAULT_CACHE
-    roots = [bench.fetch_corpus(cache, name, version) for name, version in bench.CORPORA]
+    corpora = list(bench.CORPORA) + list(FURTHER_CORPORA)
+    roots = [bench.fetch_corpus(cache, name, version) for name, version in corpora]
     findings = []
     for semantics in SEMANTICS:
         for root in roots:
@@ -110,7 +123,7 @@ def main() -> int:
     for entry in stale:
         print("verdict without finding:", *entry)
     if not (missing or stale) and not args.no_write:
-        write_report(findings, verdicts, list(bench.CORPORA))
+        write_report(findings, verdicts, corpora)
     print(f"{len(findings)} findings, {len(missing)} without verdict, {len(stale)} stale verdicts")
     return 1 if missing or stale else 0
 
