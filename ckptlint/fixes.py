@@ -125,7 +125,8 @@ def _set_flag(site: CheckpointSite, value: bool, applicability: str) -> Optional
         explicit = site.mode.node if site.mode.flag is FlagStatus.EXPLICIT else None
         if isinstance(explicit, cst.Arg) and explicit in site.call.args:
             change = (explicit.value, flag)
-        elif site.mode.flag is FlagStatus.ABSENT:
+        elif site.mode.flag is FlagStatus.ABSENT and not any(a.star == "**" for a in site.call.args):
+            # With `**kwargs` the flag is absent only in the calls seen: another caller's would clash.
             change = (site.call, _with_keyword(site.call, "use_reentrant", flag))
         else:
             return None

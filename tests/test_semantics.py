@@ -739,3 +739,45 @@ def test_a_projects_own_copy_of_the_checkpointing_layer_is_a_wrapper():
         """
     assert findings(body, transformers="5.23") == set()
     assert findings(body, transformers="4.57") == {(23, "CKPT003")}
+
+
+def test_kwargs_defaulted_in_a_helper_and_forwarded_kwargs_follow_their_callers():
+    """Issue 10 pattern 4: `{}` standing in for None reaches transformers (CKPT006); `**kwargs`
+    forwarded to checkpoint lack the flag when every project call omits it."""
+    body = textwrap.dedent(
+        """
+        def enable_ifexp(model, kw=None):
+            kw = {} if kw is None else kw
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw)
+        def enable_told(model, kw=None):
+            kw = kw or {}
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw)
+        def enable_never_called(model, kw=None):
+            kw = kw or {}
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw)
+        def enable_kept(model, kw=None):
+            if kw is not None:
+                kw = {}
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw)
+        def forward_all(fn, x, **kwargs):
+            return checkpoint(fn, x, **kwargs)
+        def forward_mixed(fn, x, **kwargs):
+            return checkpoint(fn, x, **kwargs)
+        def setup(model, block, x):
+            enable_ifexp(model)
+            enable_ifexp(model, None)
+            enable_told(model, {"use_reentrant": False})
+            enable_told(model, kw={"use_reentrant": False})
+            enable_kept(model)
+            forward_all(block, x)
+            forward_all(block, x, preserve_rng_state=False)
+            forward_mixed(block, x)
+            forward_mixed(block, x, use_reentrant=False)
+        """
+    )
+    report = lint_text(HEADER + body, transformers="5.23")
+    assert report.errors == []
+    offset = HEADER.count("\n")
+    # enable_kept replaces only a dict its caller passed: None (transformers' default) reaches it, and
+    # forward_mixed's callers disagree; enable_never_called's callers are unknown.
+    assert {(f.line - offset, f.code) for f in report.findings} == {(4, "CKPT006"), (16, "CKPT006")}

@@ -132,10 +132,15 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
         return _class_target(path, facts, top, chain, registered)
     function = top
     assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
-    constructs = tuple(name for name in _called_names(function) if name in facts.classes or name[:1].isupper())
     required = _required_parameters(function)
-    kinds = [parameter_kind(p) for p in required]
     builder = all(p in SYNTHESISABLE_PARAMETERS for p in required)
+    if function.name not in registered and not builder:
+        # A helper the file's own builder calls (`return enable_checkpointing(model)`): run the builder.
+        caller = next((f for f in facts.functions.values() if f is not function and _is_builder_of(f, function.name)), None)
+        if caller is not None:
+            function, required, builder = caller, _required_parameters(caller), True
+    constructs = tuple(name for name in _called_names(function) if name in facts.classes or name[:1].isupper())
+    kinds = [parameter_kind(p) for p in required]
     if function.name not in registered and not builder and "model" not in kinds:
         signature = ", ".join(required)
         return Unrunnable(
@@ -144,7 +149,13 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
             label=function.name,
             example=skeleton(module_name_for(Path(path))[0], function.name, "function", arguments=required),
         )
-    return Target(path, "function", function.name, constructs=constructs)
+    via = f"{function.name} calls {top.name}" if function is not top else ""
+    return Target(path, "function", function.name, constructs=constructs, via=via)
+
+
+def _is_builder_of(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], helper: str) -> bool:
+    """A function that returns a value, needs nothing the runner cannot synthesise and calls `helper`."""
+    return helper in _called_names(function) and _returns_value(function) and all(p in SYNTHESISABLE_PARAMETERS for p in _required_parameters(function))
 
 
 MODEL_NAMES = ("model", "net", "network", "module", "encoder", "decoder", "classifier", "backbone", "student", "teacher", "policy", "generator", "discriminator", "autoencoder", "transformer", "unet")

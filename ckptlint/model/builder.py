@@ -38,6 +38,7 @@ from ckptlint.model.apis import (
     CheckpointApi,
 )
 from ckptlint.model.dataflow import TENSOR_ATTRIBUTES, Dataflow, entry_value
+from ckptlint.model.modes import hf_kwargs_mode
 from ckptlint.model.sites import (
     ApiKind,
     CacheUse,
@@ -77,6 +78,7 @@ from ckptlint.model.values import (
     Tensor,
     Value,
     code,
+    defaulted,
     element_of,
     join_grad,
     merge,
@@ -392,7 +394,16 @@ class ModelBuilder(ReadOnlyWalker):
         saved = {name: scope.bindings.get(name) for name in requiring}
         for name in requiring:  # `if x.requires_grad:` - below, it does
             scope.bindings[name] = Tensor(Grad.REQUIRED, f"`{name}.requires_grad` is checked first")
+        tested = _none_test(node.test)
+        # `if kw is None: kw = {}`: after it, `kw` is `kw` defaulted (unbound in the body, so that
+        # the assignment there is not merged with the value it replaces).
+        defaulting = tested[0] if tested is not None and tested[1] and node.orelse is None and tested[0] in scope.bindings else None
+        if defaulting is not None:
+            before = scope.bindings.pop(defaulting)
         self.walk(node.body)
+        if defaulting is not None:
+            after = scope.bindings.get(defaulting)
+            scope.bindings[defaulting] = before if after is None else defaulted(before, after, falsy=False)
         for name, value in saved.items():
             if value is None:
                 scope.bindings.pop(name, None)
@@ -688,7 +699,16 @@ class ModelBuilder(ReadOnlyWalker):
         if isinstance(node, cst.Lambda):
             return Lambda(node)
         if isinstance(node, cst.IfExp):
+            tested = _none_test(node.test)
+            if tested is not None:
+                # `{} if kw is None else kw`, `kw if kw is not None else {}`
+                name, is_none = tested
+                default, kept = (node.body, node.orelse) if is_none else (node.orelse, node.body)
+                if isinstance(kept, cst.Name) and kept.value == name:
+                    return defaulted(self.evaluate(kept), self.evaluate(default), falsy=False)
             return merge(self.evaluate(node.body), self.evaluate(node.orelse))
+        if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.Or):
+            return defaulted(self.evaluate(node.left), self.evaluate(node.right), falsy=True)
         return UNKNOWN
 
     def evaluate_call(self, node: cst.Call) -> Value:
@@ -1176,7 +1196,7 @@ class ModelBuilder(ReadOnlyWalker):
             value, kwargs_node = UNKNOWN, None
         else:
             value, kwargs_node = Const(None), None
-        mode = self.hf_kwargs_mode(value, kwargs_node, keyword, empty_means_none=False)
+        mode = hf_kwargs_mode(value, kwargs_node, keyword, self.versions, empty_means_none=False)
         receiver = self.evaluate(node.func.value) if isinstance(node.func, cst.Attribute) else None
         if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name):
             self.scope.checkpointed_models.setdefault(node.func.value.value, node)
@@ -1193,42 +1213,24 @@ class ModelBuilder(ReadOnlyWalker):
             value, kwargs_node = (arguments.keywords[kwargs_keyword][:2] if kwargs_keyword in arguments.keywords else (Const(None), None))
             # transformers >= 5.0's Trainer turns an empty dict into None (`gc_kwargs or None`).
             empty_means_none = not transformers_default_reentrant(self.versions.transformers)
-            mode = self.hf_kwargs_mode(value, kwargs_node, kwargs_keyword, empty_means_none)
+            mode = hf_kwargs_mode(value, kwargs_node, kwargs_keyword, self.versions, empty_means_none)
             site = CheckpointSite(ApiKind.HF_TRAINING_ARGS, "TrainingArguments", node, mode, None, kwargs_value=value, kwargs_node=kwargs_node)
             if enabled != Const(True):
                 site.notes.append(f"`{flag}` is not a literal; assuming it may be True")
             return site
         return None
 
-    def hf_kwargs_mode(self, value: Value, node: Optional[cst.CSTNode], keyword: str, empty_means_none: bool) -> Mode:
-        version = self.versions.transformers
-        if isinstance(value, DictLit) and not value.entries and value.complete and empty_means_none:
-            value = Const(None)
-        if value == Const(None):
-            reentrant = transformers_default_reentrant(version)
-            return Mode(
-                reentrant,
-                FlagStatus.FIXED,
-                f"{keyword}=None: transformers {version.text} uses use_reentrant={reentrant} (assumed from {version.source})",
-                node,
-                version,
-            )
-        if isinstance(value, DictLit):
-            if "use_reentrant" in value.entries:
-                flag = value.entries["use_reentrant"]
-                known = flag.value if isinstance(flag, Const) and isinstance(flag.value, bool) else None
-                return Mode(known, FlagStatus.IN_KWARGS, f'{keyword}["use_reentrant"]={known}', node)
-            if value.complete:
-                torch = self.versions.torch
-                return Mode(
-                    torch_default_reentrant(torch),
-                    FlagStatus.ABSENT,
-                    f"`{keyword}` is a dict without `use_reentrant`: transformers passes it to torch unchanged (only None gets a default), so torch {torch.text} falls back to reentrant mode",
-                    node,
-                    torch,
-                )
-            return Mode(None, FlagStatus.MAYBE, f"{keyword} may carry use_reentrant through entries the analysis cannot resolve", node)
-        return Mode(None, FlagStatus.MAYBE, f"{keyword} is not resolved", node)
+
+def _none_test(test: cst.BaseExpression) -> Optional[tuple[str, bool]]:
+    """(name, True) for `name is None`, (name, False) for `name is not None`."""
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name):
+        target = test.comparisons[0]
+        if isinstance(target.comparator, cst.Name) and target.comparator.value == "None":
+            if isinstance(target.operator, cst.Is):
+                return test.left.value, True
+            if isinstance(target.operator, cst.IsNot):
+                return test.left.value, False
+    return None
 
 
 def _training_test(test: cst.BaseExpression) -> Optional[bool]:

@@ -16,15 +16,17 @@ from typing import TYPE_CHECKING, Callable, Optional
 import libcst as cst
 
 from ckptlint.model.dataflow import TENSOR_ATTRIBUTES, Dataflow, entry_value
-from ckptlint.model.apis import CONTROL_KEYWORDS, KNOWN_APIS
+from ckptlint.model.apis import CONTROL_KEYWORDS, HF_ENABLE_METHODS, KNOWN_APIS
 from ckptlint.model.sites import ApiKind, CallRecord, CheckpointSite, FlagStatus, FunctionFacts, Mode, WrapperCall
-from ckptlint.versions import torch_default_reentrant
+from ckptlint.model.modes import hf_kwargs_mode
+from ckptlint.versions import torch_default_reentrant, transformers_default_reentrant
 from ckptlint.model.values import (
     SYMBOLIC,
     UNKNOWN,
     AttributeOf,
     CallOf,
     Const,
+    Defaulted,
     Derived,
     DictLit,
     ElementOf,
@@ -37,6 +39,7 @@ from ckptlint.model.values import (
     Tensor,
     Unknown,
     Value,
+    defaulted,
     element_of,
     join_grad,
     merge,
@@ -104,6 +107,8 @@ class Resolver:
             flag = self.value(site.preserve_rng_value)
             if isinstance(flag, Const) and isinstance(flag.value, bool):
                 changes["preserve_rng_state"] = flag.value
+        if site.kind in (ApiKind.HF_ENABLE, ApiKind.HF_TRAINING_ARGS) and isinstance(site.kwargs_value, SYMBOLIC):
+            changes.update(self.hf_kwargs(site))
         if site.forwarded:
             return replace(site, **changes) if changes else site
         function = self.value(site.function) if site.function is not None else None
@@ -138,6 +143,19 @@ class Resolver:
         changes["keywords"] = site.keywords + tuple(spread.entry_nodes[name] for name, _ in reaching)
         changes["keyword_values"] = site.keyword_values + tuple(value for _, value in reaching)
         return changes
+
+    def hf_kwargs(self, site: CheckpointSite) -> dict:
+        """A transformers kwargs dict that depends on the enclosing function's parameters (`kw = kw or
+        {}` with a `kw=None` parameter), once every call of the function is known: its mode."""
+        kwargs = self.value(site.kwargs_value)
+        if not isinstance(kwargs, (Const, DictLit)):
+            return {}
+        node = site.kwargs_node
+        keyword = node.keyword.value if isinstance(node, cst.Arg) and node.keyword else HF_ENABLE_METHODS.get(site.api_name, "gradient_checkpointing_kwargs")
+        # transformers >= 5.0's Trainer turns an empty dict into None.
+        empty_means_none = site.kind is ApiKind.HF_TRAINING_ARGS and not transformers_default_reentrant(self.model.versions.transformers)
+        provenance = f" (its value in every call of `{_short(site.enclosing_function)}`)"
+        return {"kwargs_value": kwargs, "mode": hf_kwargs_mode(kwargs, node, keyword, self.model.versions, empty_means_none, provenance)}
 
     def default_mode(self, site: CheckpointSite) -> Mode:
         """The mode of a checkpoint call whose keywords are all known and lack `use_reentrant`."""
@@ -183,6 +201,8 @@ class Resolver:
             return replace(value, entries={k: self.value(v, depth) for k, v in value.entries.items()})
         if isinstance(value, Partial):
             return self.partial(value, depth)
+        if isinstance(value, Defaulted):
+            return defaulted(self.value(value.value, depth), self.value(value.fallback, depth), value.falsy)
         return value
 
     def partial(self, value: Partial, depth: int) -> Value:
@@ -309,6 +329,8 @@ class _Binding:
             return Items(tuple(self.value(v) for v in value.values))
         if isinstance(value, DictLit):
             return replace(value, entries={k: self.value(v) for k, v in value.entries.items()})
+        if isinstance(value, Defaulted):
+            return Defaulted(self.value(value.value), self.value(value.fallback), value.falsy)
         if isinstance(value, Partial):
             return replace(
                 value, func=self.value(value.func), arg_values=tuple(self.value(v) for v in value.arg_values),
@@ -357,9 +379,15 @@ class _Binding:
 
 
 def _agree(a: Value, b: Value) -> Optional[Value]:
-    """The value two callers both pass, or None when they disagree."""
+    """The value two callers both pass, or None when they disagree. Two dicts agree on the keys both
+    pass alike; a key one of them lacks or that they pass differently may be anything."""
     if a == b:
         return a
+    if isinstance(a, DictLit) and isinstance(b, DictLit):
+        both = {k: _agree(a.entries[k], b.entries[k]) for k in a.entries if k in b.entries}
+        same = {k: v for k, v in both.items() if v is not None}
+        entries = {k: same.get(k, UNKNOWN) for k in dict.fromkeys([*a.entries, *b.entries])}
+        return DictLit(entries, a.complete and b.complete, a.node, {k: n for k, n in a.entry_nodes.items() if k in same})
     if isinstance(a, Tensor) and isinstance(b, Tensor) and a.grad is b.grad and a.grad is not Grad.UNKNOWN:
         return merge(a, b)
     if isinstance(a, ModuleObject) and isinstance(b, ModuleObject) and a.container == b.container:

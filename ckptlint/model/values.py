@@ -218,13 +218,23 @@ class OneOf:
     options: tuple["Value", ...]
 
 
-SYMBOLIC = (Param, ElementOf, AttributeOf, CallOf, Derived, OneOf)
+@dataclass(frozen=True)
+class Defaulted:
+    """`value`, or `fallback` when it is None (`if kw is None: kw = {}`) or, with `falsy`, any false
+    value (`kw = kw or {}`)."""
+
+    value: "Value"
+    fallback: "Value"
+    falsy: bool
+
+
+SYMBOLIC = (Param, ElementOf, AttributeOf, CallOf, Derived, OneOf, Defaulted)
 # A merge of more alternatives than this is simply unknown.
 _MAX_OPTIONS = 4
 
 Value = Union[
     Unknown, Const, DictLit, Ref, Partial, Lambda, ModuleObject, Param, LocalFunction, DataSource, Tensor, Instance, Items, Pieces,
-    ElementOf, AttributeOf, CallOf, Derived, OneOf,
+    ElementOf, AttributeOf, CallOf, Derived, OneOf, Defaulted,
 ]  # fmt: skip
 
 
@@ -263,6 +273,15 @@ def join_grad(values: list[Value], origin: Union[str, Spelling]) -> Value:
     if not tensors:
         return UNKNOWN
     return Tensor(Grad.NONE, tensors[0].origin, frozen=any(t.frozen for t in tensors))
+
+
+def defaulted(value: Value, fallback: Value, falsy: bool) -> Value:
+    """`value or fallback` (`falsy`) / `fallback if value is None else value`, as far as it is known."""
+    if value == Const(None) or falsy and (isinstance(value, Const) and not value.value or isinstance(value, DictLit) and value.complete and not value.entries):
+        return fallback
+    if isinstance(value, (Const, DictLit)):
+        return value
+    return Defaulted(value, fallback, falsy) if isinstance(value, SYMBOLIC) else UNKNOWN
 
 
 def element_of(value: Value) -> Value:
