@@ -19,6 +19,7 @@ from ckptlint.model.apis import HF_CHECKPOINT_FUNC_ATTR, HF_GC_LAYER, KNOWN_APIS
 from ckptlint.model.sites import ApiKind
 from ckptlint.model.torch_knowledge import MODULE_BASES, MODULE_SELF_METHODS
 from ckptlint.names import absolute_module, import_bindings, resolve_dotted
+from ckptlint.syntax import check_future_imports
 
 Literal = Union[bool, int, float, str, None]
 CONTAINERS = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"})
@@ -1059,6 +1060,7 @@ def _merge(old: AttrBinding, new: AttrBinding) -> AttrBinding:
 def summarize(source: str, path: str, module: str, is_package: bool) -> ModuleSummary:
     """Raises SyntaxError/ValueError for unparsable sources; the engine reports them."""
     tree = ast.parse(source, filename=path)
+    check_future_imports(tree, source, path)
     return _Summarizer(module, is_package).summarize(tree, path, source)
 
 

@@ -62,3 +62,39 @@ def test_no_all_checks_passed_when_a_file_could_not_be_checked(project):
     output = CliRunner().invoke(main, [".", "--no-cache"]).output
     assert "All checks passed" not in output
     assert output.endswith("No findings in the files checked.\n1 file(s) could not be checked.\n")
+
+
+# compile() rejects these; ast.parse and LibCST accept them (found by scripts/corpus_report.py in
+# the standard library's test/test_future_stmt/).
+@pytest.mark.parametrize(
+    "source",
+    [
+        '"""doc"""\nimport os\nfrom __future__ import annotations\n',
+        "from __future__ import annotations\nx = 1\n\ndef f():\n    from __future__ import division\n",
+        "from __future__ import rested_snopes\n",
+        "from __future__ import braces\n",
+        "import os; from __future__ import annotations\n",
+    ],
+)
+def test_misplaced_or_unknown_future_imports_are_syntax_errors_as_compile_says(project, source):
+    project({"future.py": source, "other.py": BAD})
+    with pytest.raises(SyntaxError) as expected:
+        compile(source, "future.py", "exec")
+    found = errors("future.py", "other.py")
+    assert found == {"future.py": f"syntax error at line {expected.value.lineno}, column {expected.value.offset}: {expected.value.msg}"}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        '"""doc"""\nfrom __future__ import annotations\nfrom __future__ import division, generator_stop\nimport os\n',
+        "from __future__ import annotations; from __future__ import division\nx = 1\n",
+        "# __future__ in a comment\nx = '__future__'\n",
+        "",
+    ],
+)
+def test_future_imports_that_compile_accepts_are_no_error(project, source):
+    project({"future.py": source + BAD})
+    compile(source + BAD, "future.py", "exec")
+    result = CliRunner().invoke(main, ["future.py", "--no-cache", "--format", "json", "--torch-version", "2.13"])
+    assert (result.exit_code, json.loads(result.stdout)["errors"]) == (1, []), result.output
