@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -44,6 +45,7 @@ class Tally:
 
 
 def main() -> int:
+    warnings.simplefilter("ignore", SyntaxWarning)  # hypothesmith compiles programs like `"a"()`
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--examples", type=int, default=2000, help="valid programs per round (mutations: a quarter, mode checks: a hundredth)")
     parser.add_argument("--seed", type=int, default=0)

@@ -57,3 +57,23 @@ def test_every_environment_variable_ckptlint_reads_is_documented():
     help_text = " ".join(CliRunner().invoke(main, ["check", "--help"], terminal_width=78).output.split())
     for variable in variables:
         assert variable in README and variable in help_text, variable
+
+
+def test_the_ci_recipes_match_the_action_the_hook_and_the_version():
+    import yaml
+
+    from ckptlint import __version__
+
+    workflow, precommit = (yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", README.split("## In CI and pre-commit", 1)[1], re.DOTALL)[:2])
+    steps = workflow["jobs"]["ckptlint"]["steps"]
+    (ours,) = [step for step in steps if step["uses"].startswith("ckptlint/")]
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    assert set(ours["with"]) <= set(action["inputs"])
+    assert ours["uses"].split("@")[1] == "v" + __version__.split(".")[0]  # the moving major tag of this release
+    (repo,) = precommit["repos"]
+    assert repo["rev"] == "v" + __version__
+    hooks = {hook["id"] for hook in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
+    assert {hook["id"] for hook in repo["hooks"]} <= hooks
+    # Installed from the repository by default: the package is not on PyPI yet.
+    assert action["inputs"]["version"]["default"] == ""
+    assert '"") spec="$GITHUB_ACTION_PATH"' in action["runs"]["steps"][0]["run"]
