@@ -1081,7 +1081,7 @@ class ProjectIndex:
         self._freezes: dict[str, tuple[Freeze, frozenset[str]]] = {}
         self._instance_steps: Optional[dict[str, list[list[FreezeStep]]]] = None
         self._call_effects: dict[tuple[str, str, Optional[str]], tuple[Freeze, frozenset[str]]] = {}
-        self._hf_enable: Optional[tuple[Optional[tuple[str, int]]]] = None
+        self._hf_enable: Optional[list[tuple[str, int]]] = None
         self._canonical: dict[str, str] = {}
         self._split: dict[str, tuple[Optional[ModuleSummary], str]] = {}
         self._subclass: dict[tuple[str, frozenset[str]], bool] = {}
@@ -1283,12 +1283,13 @@ class ProjectIndex:
                 return self._fold(params["self"], class_qualname, depth) if params else _NO_FREEZE
         return _NO_FREEZE
 
-    def reentrant_hf_enable(self) -> Optional[tuple[str, int]]:
-        """Where the project switches transformers checkpointing to reentrant mode explicitly."""
+    def reentrant_hf_enable(self, path: Optional[str] = None) -> Optional[tuple[str, int]]:
+        """Where the project switches transformers checkpointing to reentrant mode explicitly: in the
+        file `path` if it does, else in the first such file by path (the same however files are
+        scheduled)."""
         if self._hf_enable is None:
-            found = next(((m.path, line) for m in self.modules.values() for line, reentrant in m.hf_enables if reentrant), None)
-            self._hf_enable = (found,)
-        found = self._hf_enable[0]
+            self._hf_enable = sorted((m.path, line) for m in self.modules.values() for line, reentrant in m.hf_enables if reentrant)
+        found = next((f for f in self._hf_enable if f[0] == path), self._hf_enable[0] if self._hf_enable else None)
         if found is not None:
             self.cited.add(found[0])
         return found

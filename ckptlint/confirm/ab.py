@@ -170,6 +170,17 @@ def _bound_tensors(function: Any) -> list[str]:
     return found
 
 
+def _packed_tensors(positional: Sequence[Any]) -> list[str]:
+    """Tensors that need grad inside a list, tuple or dict argument: reentrant mode does not track them."""
+    return [
+        f"packed in argument {i} ({_tensor_note(tensor)})"
+        for i, value in enumerate(positional)
+        if not isinstance(value, torch.Tensor)
+        for tensor in iter_tensors(value)
+        if tensor.requires_grad
+    ]
+
+
 class _Recorder:
     """Run A's stand-ins: call the real function, record the call."""
 
@@ -205,7 +216,7 @@ class _Recorder:
                 for k, v in kwargs.items()
                 if k not in CONTROL_KEYWORDS and isinstance(v, torch.Tensor)
             ],
-            bound_tensors=_bound_tensors(function),
+            bound_tensors=_bound_tensors(function) + _packed_tensors(positional),
         )
         self.outcome.calls.append(record)
         self.modules.append(_module_id(function))

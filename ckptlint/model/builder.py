@@ -352,10 +352,7 @@ class ModelBuilder(ReadOnlyWalker):
         facts = self.scope.facts
         if facts is None or node.value is None:
             return
-        if isinstance(node.value, cst.Tuple):
-            value: Value = Items(tuple(self.evaluate(e.value) for e in node.value.elements))
-        else:
-            value = self.evaluate(node.value)
+        value = self.evaluate(node.value)
         facts.returns = value if facts.returns is None else merge(facts.returns, value)
 
     def visit_Global(self, node: cst.Global) -> None:
@@ -501,6 +498,7 @@ class ModelBuilder(ReadOnlyWalker):
         elif isinstance(target, cst.Attribute) and statement is not None:
             self.store_attribute(target, value, statement)
         elif isinstance(target, cst.Subscript) and statement is not None:
+            self.forget_contents(target.value)
             self.mutate_container(target.value, statement, "item", value)
 
     def store_attribute(self, target: cst.Attribute, value: Value, statement: cst.CSTNode) -> None:
@@ -530,6 +528,11 @@ class ModelBuilder(ReadOnlyWalker):
         if isinstance(stashed_on, ModuleObject) and scope.kind == "function":
             for cls in stashed_on.classes:
                 self.runtime_attrs.setdefault(cls, {}).setdefault(attr, (statement, value))
+
+    def forget_contents(self, receiver: cst.BaseExpression) -> None:
+        """A literal list or dict changed after it was built no longer holds what the literal says."""
+        if isinstance(receiver, cst.Name) and isinstance(self.scope.bindings.get(receiver.value), (Items, DictLit)):
+            self.scope.bindings[receiver.value] = UNKNOWN
 
     def mutate_container(self, receiver: cst.BaseExpression, node: cst.CSTNode, method: str, stored: Value) -> None:
         """`x.append(...)`, `x[k] = v`, `x.update(...)` on something that outlives the call."""
@@ -694,6 +697,10 @@ class ModelBuilder(ReadOnlyWalker):
             return self.evaluate(node.expression)
         if isinstance(node, cst.Dict):
             return self.dict_literal(node)
+        if isinstance(node, (cst.Tuple, cst.List)):
+            if any(isinstance(e, cst.StarredElement) for e in node.elements):
+                return UNKNOWN
+            return Items(tuple(self.evaluate(e.value) for e in node.elements))
         if isinstance(node, cst.Call):
             return self.evaluate_call(node)
         if isinstance(node, cst.Lambda):
@@ -911,6 +918,8 @@ class ModelBuilder(ReadOnlyWalker):
                 flag = self.evaluate(node.args[0].value) if node.args else Const(True)
                 if isinstance(flag, Const):
                     self.scope.bindings[receiver.value] = Tensor(Grad.REQUIRED if flag.value else Grad.NONE, Spelling("`{}`", node))
+            if method in LIST_AND_DICT_UPDATES:
+                self.forget_contents(receiver)
             if facts is None:
                 return
             if method in TORCH_RNG_METHODS:
@@ -1068,11 +1077,7 @@ class ModelBuilder(ReadOnlyWalker):
             else:
                 function = UNKNOWN
                 inputs = positional
-        reaching = tuple(
-            n for name, (_, n, status) in arguments.keywords.items()
-            if name not in CONTROL_KEYWORDS and name not in ("function", "functions", "segments", "input", "checkpoint_impl", "checkpoint_wrapper_fn", "check_fn", "auto_wrap_policy")
-            and status is FlagStatus.EXPLICIT and isinstance(n, cst.Arg)
-        )
+        reaching = _reaching_keywords(arguments)
         preserve, preserve_node = self.preserve_rng_state(arguments)
         spec = self.wrappers.get(api.qualname) if api.kind is ApiKind.PROJECT_WRAPPER else None
         if spec is not None and spec.preserve_rng_state is not None and preserve_node is None:
@@ -1146,7 +1151,7 @@ class ModelBuilder(ReadOnlyWalker):
 
     def hf_configured_mode(self) -> Mode:
         """Sites inside transformers layers follow whatever `gradient_checkpointing_enable` set."""
-        explicit = self.index.reentrant_hf_enable()
+        explicit = self.index.reentrant_hf_enable(self.summary.path)
         if explicit is not None:
             path, line = explicit
             return Mode(True, FlagStatus.FIXED, f"the project enables reentrant checkpointing at {path}:{line}")
@@ -1169,9 +1174,12 @@ class ModelBuilder(ReadOnlyWalker):
         positional = arguments.positional
         function = self.evaluate(positional[0].value) if positional and not positional[0].star else UNKNOWN
         inputs = positional[1:]
+        # transformers sets `_gradient_checkpointing_func = partial(checkpoint, **kwargs)`: keywords reach torch.
+        reaching = _reaching_keywords(arguments)
         return CheckpointSite(
-            ApiKind.HF_FUNC, "self._gradient_checkpointing_func", node, mode, function, inputs,
+            ApiKind.HF_FUNC, "self._gradient_checkpointing_func", node, mode, function, inputs, reaching,
             input_values=tuple(self.evaluate(a.value) for a in inputs if not a.star), captured=self.captured(function),
+            keyword_values=tuple(self.evaluate(a.value) for a in reaching),
             has_star_args=any(a.star for a in inputs), star_values=tuple(self.evaluate(a.value) for a in inputs if a.star == "*"),
         )
 
@@ -1231,6 +1239,18 @@ def _none_test(test: cst.BaseExpression) -> Optional[tuple[str, bool]]:
             if isinstance(target.operator, cst.IsNot):
                 return test.left.value, False
     return None
+
+
+# Keywords of the checkpoint APIs themselves: they never reach the checkpointed function.
+_API_KEYWORDS = CONTROL_KEYWORDS | {"function", "functions", "segments", "input", "checkpoint_impl", "checkpoint_wrapper_fn", "check_fn", "auto_wrap_policy"}
+
+
+def _reaching_keywords(arguments: _Arguments) -> tuple[cst.Arg, ...]:
+    """Keyword arguments spelled at the call that the checkpoint hands on to the function."""
+    return tuple(
+        n for name, (_, n, status) in arguments.keywords.items()
+        if name not in _API_KEYWORDS and status is FlagStatus.EXPLICIT and isinstance(n, cst.Arg)
+    )  # fmt: skip
 
 
 def _training_test(test: cst.BaseExpression) -> Optional[bool]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING, Iterator, Optional, Union
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -124,7 +124,8 @@ class LocalFunction:
 
 @dataclass(frozen=True)
 class Items:
-    """A tuple whose elements the analysis knows (what a forward returns as `return h, scores`)."""
+    """A tuple or list whose elements the analysis knows (`(h, mask)`, `[h, ctx]`, what a forward
+    returns as `return h, scores`)."""
 
     values: tuple["Value", ...]
 
@@ -297,3 +298,16 @@ def element_of(value: Value) -> Value:
     if isinstance(value, SYMBOLIC):
         return ElementOf(value)
     return UNKNOWN
+
+
+def packed(value: Value, path: str = "") -> Iterator[tuple[str, Value]]:
+    """The elements inside a literal tuple, list or dict, nested ones too, each with where it sits
+    (`[1]`, `["ctx"]`)."""
+    if isinstance(value, Items):
+        for i, item in enumerate(value.values):
+            yield from packed(item, f"{path}[{i}]")
+    elif isinstance(value, DictLit):
+        for key, item in value.entries.items():
+            yield from packed(item, f'{path}["{key}"]')
+    elif path:
+        yield path, value

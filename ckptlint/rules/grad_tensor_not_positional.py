@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Iterator
 from ckptlint.findings import Severity
 from ckptlint.fixes import non_reentrant
 from ckptlint.model.sites import ApiKind, CheckpointSite
-from ckptlint.model.values import Grad, Lambda, LocalFunction, ModuleObject, Param, Partial, Tensor, Value
+from ckptlint.model.values import Const, DictLit, Grad, Items, Lambda, LocalFunction, ModuleObject, Param, Partial, Tensor, Value, packed
 from ckptlint.model.torch_knowledge import ACTIVATION_NAMES
 from ckptlint.rules import Diagnostic, Rule, callee_name, spelled
 
@@ -20,9 +20,23 @@ HELP = (
 )
 
 
+HF_HELP = (
+    "pass the arguments positionally, in the order of the layer's `forward`, or enable checkpointing with "
+    "`gradient_checkpointing_kwargs={\"use_reentrant\": False}`"
+)
+PACKED_HELP = (
+    "pass each tensor as a positional checkpoint argument of its own (`checkpoint(fn, h, ctx)`), or use "
+    "`use_reentrant=False`, which tracks every tensor the function uses"
+)
+
+
 def needs_grad(value: Value) -> bool:
     """A tensor with a graph behind it: a captured leaf (an `nn.Parameter`) is harmless (measured)."""
     return isinstance(value, Tensor) and value.grad is Grad.REQUIRED and not value.leaf
+
+
+def _cannot_require_grad(value: Value) -> bool:
+    return isinstance(value, Const) or (isinstance(value, Tensor) and value.grad is Grad.NONE)
 
 
 class GradTensorNotPositional(Rule):
@@ -39,20 +53,62 @@ class GradTensorNotPositional(Rule):
                 yield from self.layer_keywords(site)
             elif site.kind.runs_checkpoint:
                 yield from self.direct_keywords(site)
+                yield from self.packed_inputs(site)
                 yield from self.captures(site)
                 yield from self.stashed_attributes(model, site)
 
     @staticmethod
     def direct_keywords(site: CheckpointSite) -> Iterator[Diagnostic]:
-        if site.keywords and site.kind is not ApiKind.HF_FUNC:
-            names = ", ".join(arg.keyword.value for arg in site.keywords if arg.keyword)
+        if not site.keywords:
+            return
+        names = ", ".join(arg.keyword.value for arg in site.keywords if arg.keyword)
+        if site.kind is ApiKind.HF_FUNC:
             yield Diagnostic(
                 site.call,
-                f"reentrant checkpoint of `{callee_name(site)}` with keyword argument(s) {names}: torch raises "
-                f"`ValueError: Unexpected keyword arguments: {names}`; {site.mode.reason}",
-                HELP,
+                f"`self._gradient_checkpointing_func` called with keyword argument(s) {names} under reentrant checkpointing: "
+                "transformers sets it to `functools.partial(checkpoint, **gradient_checkpointing_kwargs)`, so the keywords "
+                f"reach torch's checkpoint, which raises `ValueError: Unexpected keyword arguments: {names}`; {site.mode.reason}",
+                HF_HELP,
+            )
+            return
+        yield Diagnostic(
+            site.call,
+            f"reentrant checkpoint of `{callee_name(site)}` with keyword argument(s) {names}: torch raises "
+            f"`ValueError: Unexpected keyword arguments: {names}`; {site.mode.reason}",
+            HELP,
+            fixes=non_reentrant(site),
+        )
+
+    @staticmethod
+    def packed_inputs(site: CheckpointSite) -> Iterator[Diagnostic]:
+        """Tensors inside a list, tuple or dict handed positionally: reentrant checkpoint tracks only
+        top-level tensor arguments (measured on torch 2.13)."""
+        top_level = [v for v in site.input_values if not isinstance(v, (Items, DictLit))]
+        for value in site.input_values:
+            found = next(((path, inner) for path, inner in packed(value) if needs_grad(inner)), None)
+            if found is None:
+                continue
+            path, inner = found
+            if site.has_star_args or not all(_cannot_require_grad(v) for v in top_level):
+                consequence = (
+                    "backward reaches it only from inside the recompute, so once two checkpointed calls read it backward "
+                    "fails with \"Trying to backward through the graph a second time\", and unless a top-level input "
+                    "requires grad its gradient is lost"
+                )
+            else:
+                consequence = (
+                    "no top-level input requires grad, so the checkpoint's output does not either and every gradient "
+                    "behind it is lost (silently, or `element 0 of tensors does not require grad` at backward)"
+                )
+            kind = "dict" if isinstance(value, DictLit) else "list or tuple"
+            yield Diagnostic(
+                site.call,
+                f"reentrant checkpoint of `{callee_name(site)}` gets a tensor that needs grad ({inner.origin}) inside a {kind} "
+                f"argument (at `{path}`): reentrant mode tracks only top-level tensor arguments; {consequence}",
+                PACKED_HELP,
                 fixes=non_reentrant(site),
             )
+            return
 
     @staticmethod
     def captures(site: CheckpointSite) -> Iterator[Diagnostic]:

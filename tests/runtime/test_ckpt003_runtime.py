@@ -17,6 +17,7 @@ from ckpt_runtime import (  # noqa: E402
     grads,
     load_fixture,
     no_checkpointing,
+    none_only_in,
     transformers_impl,  # noqa: F401
 )
 
@@ -58,9 +59,28 @@ def test_seed_moe_scores_attribute_breaks_backward():
         fx.moe_training_step(model, batch)
 
 
+def test_tensors_packed_in_a_dict_lose_their_grads():
+    """Measured: reentrant mode tracks only top-level tensor arguments; with none of them requiring
+    grad, the output does not either, silently (no exception: the head trains)."""
+    model, model_ref, batch = reference_and_model("PackedContextDecoder", fx.training_step)
+    fx.training_step(model, batch)
+    lost = none_only_in(grads(model), grads(model_ref))
+    assert {"embed.weight", "context_encoder.0.weight", "layers.0.q.weight", "layers.1.q.weight"} <= set(lost)
+    assert model.head.weight.grad is not None
+
+
+def test_tensor_packed_in_a_list_read_by_two_layers_breaks_backward():
+    model, model_ref, batch = reference_and_model("ListedContextDecoder", fx.training_step)
+    assert model_ref.context_encoder[0].weight.grad is not None
+    with pytest.raises(RuntimeError, match=SECOND_BACKWARD):
+        fx.training_step(model, batch)
+
+
 @pytest.mark.parametrize(
     "model_class, step",
     [
+        ("PackedContextDecoderNonReentrant", "training_step"),
+        ("MaskOptionsDecoder", "training_step"),
         ("ConditionedDecoder", "training_step"),
         ("KeywordContextDecoderNonReentrant", "training_step"),
         ("MaskedContextDecoder", "training_step"),
@@ -114,4 +134,42 @@ def test_gpt2_keyword_under_default_non_reentrant_is_correct(transformers_impl):
     assert model.h[0]._gradient_checkpointing_func.keywords == {"use_reentrant": False}
     gfx.training_step(model_ref, batch)
     gfx.training_step(model, batch)
+    assert_same_grads(grads(model), grads(model_ref))
+
+
+# --- transformers 4.x modeling code: `self._gradient_checkpointing_func(layer.__call__, ..., rel_pos=t)` ---
+
+
+def relpos_pair(hf, build):
+    rfx = load_fixture("hf_relative_position", transformers_module=hf)
+    model_ref = getattr(rfx, build)(gradient_checkpointing=False)
+    model = getattr(rfx, build)()
+    model.load_state_dict(model_ref.state_dict())
+    return rfx, model, model_ref, rfx.make_batch()
+
+
+def test_hf_checkpointing_func_keyword_is_rejected(transformers_impl):
+    """Measured with transformers 4.57.6 (default enable: {"use_reentrant": True}) and 5.23
+    ({"use_reentrant": True} asked for): `ValueError: Unexpected keyword arguments: rel_pos`."""
+    rfx, model, model_ref, batch = relpos_pair(transformers_impl, "build_encoder")
+    rfx.training_step(model_ref, batch)
+    assert model_ref.rel_pos_bias.weight.grad is not None
+    assert model._gradient_checkpointing_func.keywords == {"use_reentrant": True}
+    with pytest.raises(ValueError, match="^Unexpected keyword arguments: rel_pos$"):
+        rfx.training_step(model, batch)
+
+
+def test_hf_checkpointing_func_positional_is_correct(transformers_impl):
+    rfx, model, model_ref, batch = relpos_pair(transformers_impl, "build_positional_encoder")
+    rfx.training_step(model_ref, batch)
+    rfx.training_step(model, batch)
+    assert_same_grads(grads(model), grads(model_ref))
+
+
+def test_hf_checkpointing_func_keyword_under_non_reentrant_is_correct(transformers_impl):
+    rfx, model, model_ref, batch = relpos_pair(transformers_impl, "build_encoder")
+    model.gradient_checkpointing_enable()  # transformers 5.x default: {"use_reentrant": False}
+    assert model._gradient_checkpointing_func.keywords == {"use_reentrant": False}
+    rfx.training_step(model_ref, batch)
+    rfx.training_step(model, batch)
     assert_same_grads(grads(model), grads(model_ref))
