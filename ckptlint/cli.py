@@ -238,7 +238,7 @@ def check(
     def run(stdin_text: Optional[str]) -> LintReport:
         # The bytes as read unless fixed: decoded as Python decodes a file, or reported if they do not decode.
         given = stdin_data if stdin is None or stdin_text == stdin[1] else (stdin[0], stdin_text)
-        return lint(paths, settings, versions, jobs=jobs, cache=cache, stdin=given)
+        return lint(paths, settings, versions, jobs=jobs, cache=cache, stdin=given, project=root)
 
     feedback = progress.wanted(sys.stderr, show_progress)
     try:

@@ -7,7 +7,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Sequence, Tuple
 
 from ckptlint.cache import TAG_NAME, is_tagged
 
@@ -45,7 +45,18 @@ def discover(paths: Sequence[str], settings: Settings) -> Discovery:
         # force-exclude asks otherwise; what is not a regular file is refused when read.
         elif not (settings.force_exclude and walker.excluded(path)):
             found.add(path)
-    return Discovery(files=sorted(Path(p) for p in found), missing=missing, unreadable=walker.unreadable)
+    return Discovery(files=[Path(p) for p in _sorted_paths(found)], missing=missing, unreadable=walker.unreadable)
+
+
+def project_paths(root: str, settings: Settings) -> list[str]:
+    """The lintable files under the folder `root`, absolute and sorted (what cannot be listed is
+    left out: a run reports it when it names that folder)."""
+    return _sorted_paths(_Walker(settings).walk(os.path.abspath(root)))
+
+
+def _sorted_paths(paths: Iterable[str]) -> list[str]:
+    """In `Path` order, without building a `Path` per file to compare (two thirds of a walk)."""
+    return sorted(set(paths), key=lambda path: path.split(os.sep))
 
 
 # -- gitignore-style patterns -------------------------------------------------

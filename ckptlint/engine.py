@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 from ckptlint import __version__, progress
 from ckptlint.cache import ResultCache
@@ -27,6 +27,7 @@ from ckptlint.index import ModuleSummary, ProjectIndex, project_fingerprint, sum
 from ckptlint.lines import lines_of, newline_of
 from ckptlint.limits import describe, run_deep, too_deep, without_long_string_runs
 from ckptlint.names import module_name_for
+from ckptlint.project import Known, ProjectFiles
 from ckptlint.relevance import SourceSlice, can_matter, definitions_source, relevant_source, whole_source
 from ckptlint.rules import all_rules
 from ckptlint.source import Source, SourceError, decode, read_source
@@ -51,11 +52,22 @@ _PARALLEL_MIN_BYTES = 400_000
 _RESULT_VARIANTS = 4
 
 
-@dataclass(frozen=True)
 class _Unit:
-    source: Source
-    module: str
-    is_package: bool
+    """A file of the run: its path as shown, content digest and module; the text is read when first
+    needed (a project file nothing analyses is only stat'ed on a warm run)."""
+
+    __slots__ = ("path", "digest", "module", "is_package", "declared", "_source")
+
+    def __init__(self, path: str, digest: str, module: str, is_package: bool, source: Optional[Source] = None, declared: Optional[str] = None) -> None:
+        self.path, self.digest, self.module, self.is_package = path, digest, module, is_package
+        self.declared = declared  # its declarations digest, when the project's state knows it
+        self._source = source
+
+    @property
+    def source(self) -> Source:
+        if self._source is None:
+            self._source = read_source(self.path)
+        return self._source
 
 
 def lint(
@@ -66,10 +78,16 @@ def lint(
     jobs: Optional[int] = None,
     cache: Optional[ResultCache] = None,
     stdin: Optional[tuple[str, str | bytes]] = None,
+    project: Optional[Path] = None,
 ) -> LintReport:
-    """Lint `paths` (and `stdin` as (filename, text or bytes as read)); never raises for a bad file."""
+    """Lint `paths` (and `stdin` as (filename, text or bytes as read)); never raises for a bad file.
+
+    With `project` (its root folder), every lintable file of the project is indexed and analysed
+    too, so that a file gets the findings it gets in a run over the whole project whatever else is
+    named (pre-commit names only the staged files); findings and errors are reported for the named
+    files only."""
     with _fewer_collections():
-        return _lint(paths, settings, versions, jobs, cache, stdin)
+        return _lint(paths, settings, versions, jobs, cache, stdin, project)
 
 
 @contextmanager
@@ -91,15 +109,25 @@ def _lint(
     jobs: Optional[int],
     cache: Optional[ResultCache],
     stdin: Optional[tuple[str, str | bytes]],
+    project: Optional[Path],
 ) -> LintReport:
     report = LintReport()
-    units = _read(paths, settings, stdin, report)
+    read: _Read = []
+    units = _read(paths, settings, stdin, report, read)
+    named = frozenset(u.path for u in units)
+    state = None
+    if project is not None:
+        state = ProjectFiles(project, settings, cache)
+        units += _project_units(state, settings, units, read)
     jobs = max(1, jobs or os.cpu_count() or 1)
-    summaries = _Summaries(units, cache, jobs, report)
-    report.files_checked = len(summaries.declared)
-    digests = {u.source.path: u.source.digest for u in units}
+    summaries = _Summaries(units, cache, jobs, report, named)
+    if state is not None:
+        _remember(state, read, summaries)
+    report.files_checked = sum(path in named for path in summaries.declared)
+    digests = {u.path: u.digest for u in units}
     key_prefix = f"r:{__version__}:{settings.fingerprint()}:{versions.torch.text}:{versions.transformers.text}:{summaries.fingerprint()}"
-    keys = {path: f"{key_prefix}:{path}:{digests[path]}" for path in summaries.declared}
+    silent = state.silent_for(key_prefix, digests, named) if state is not None else set()
+    keys = {path: f"{key_prefix}:{path}:{digests[path]}" for path in summaries.declared if path not in silent}
     # Every file has a cached verdict, "cannot matter" included: with nothing changed, no summary is
     # decoded, no index is built and nothing is parsed.
     cached = cache.get_many(keys.values(), _valid_results) if cache else {}
@@ -108,24 +136,31 @@ def _lint(
         valid = next((result for result in cached.get(key, ()) if _still_valid(result, digests)), None)
         if valid is not None:
             results[path] = valid
-    missed = [u for u in units if u.source.path in keys and u.source.path not in results]
+    missed = [u for u in units if u.path in keys and u.path not in results]
     del units  # only the missed files' sources are needed from here on
     if missed:
         fresh = _analyze_missed(missed, summaries.all(), (versions, settings, digests), jobs)
         if cache:
             cache.put_many({keys[path]: [result, *cached.get(keys[path], ())][:_RESULT_VARIANTS] for path, result in fresh.items()})
         results.update(fresh)
+    if state is not None:
+        state.note_results(key_prefix, results, digests)
+        state.save()
     findings: dict[tuple, Finding] = {}
     for path in sorted(results):
         result = results[path]
         if result["error"]:
-            report.errors.append(FileError(path, result["error"]))
+            if path in named:
+                report.errors.append(FileError(path, result["error"]))
             continue
         for data in sorted(result["findings"], key=lambda f: f["message"]):
+            if data["path"] not in named:
+                continue
             finding = Finding.from_dict(data)
             # A callee checkpointed from several sites is one problem at one place: report it once.
             findings.setdefault((finding.path, finding.cell, finding.line, finding.column, finding.code), finding)
-        report.unresolved_sites += result["unresolved"]
+        if path in named:
+            report.unresolved_sites += result["unresolved"]
     report.findings = sorted(findings.values(), key=lambda f: (f.path, f.cell or 0, f.line, f.column, f.code))
     report.errors.sort()
     return report
@@ -189,7 +224,12 @@ def _optional_int(value: Any) -> bool:
     return value is None or type(value) is int
 
 
-def _read(paths: Sequence[str], settings: Settings, stdin: Optional[tuple[str, str | bytes]], report: LintReport) -> list[_Unit]:
+_Read = List[Tuple[str, os.stat_result, "_Unit"]]
+
+
+def _read(paths: Sequence[str], settings: Settings, stdin: Optional[tuple[str, str | bytes]], report: LintReport, read: _Read) -> list[_Unit]:
+    """The named files (and stdin); those read from disk go to `read` with their stat from before
+    the read, for `_remember`."""
     discovery = discover([p for p in paths if p != "-"], settings)
     report.errors.extend(FileError(p, "no such file or directory") for p in discovery.missing)
     units: list[_Unit] = []
@@ -198,9 +238,16 @@ def _read(paths: Sequence[str], settings: Settings, stdin: Optional[tuple[str, s
     for path in discovery.files:
         shown = _display_path(path, cwd)
         try:
+            stat: Optional[os.stat_result] = os.stat(path)
+        except OSError:
+            stat = None  # read_source says why
+        try:
             units.append(_unit(read_source(shown, settings.max_file_size), path))
         except SourceError as error:
             report.errors.append(FileError(shown, str(error)))
+            continue
+        if stat is not None:
+            read.append((str(path), stat, units[-1]))
     if stdin is not None:
         filename, content = stdin
         try:
@@ -208,6 +255,42 @@ def _read(paths: Sequence[str], settings: Settings, stdin: Optional[tuple[str, s
         except SourceError as error:  # undecodable, or a notebook that is not one
             report.errors.append(FileError(filename, str(error)))
     return units
+
+
+def _project_units(state: ProjectFiles, settings: Settings, named: list[_Unit], read: _Read) -> list[_Unit]:
+    """The project's other lintable files (excludes respected), as the index of a run over the
+    whole project sees them: a file named (or given on stdin) is taken as named, and what cannot be
+    read is left out (its errors belong to a run that names it). Those read go to `read`."""
+    given = {os.path.abspath(u.path) for u in named}
+    cwd = os.path.join(os.getcwd(), "")
+    units: list[_Unit] = []
+    for path in state.paths:
+        if path in given:
+            continue
+        try:
+            stat = os.stat(path)
+        except OSError:
+            continue
+        if stat.st_size > settings.max_file_size:
+            continue
+        shown = _display_path(path, cwd)
+        known = state.known(path, stat)
+        if known is not None:
+            units.append(_Unit(shown, known.digest, known.module, known.is_package, declared=known.declared))
+            continue
+        try:
+            units.append(_unit(read_source(shown, settings.max_file_size), Path(path)))
+        except SourceError:
+            continue
+        read.append((path, stat, units[-1]))
+    return units
+
+
+def _remember(state: ProjectFiles, read: _Read, summaries: _Summaries) -> None:
+    """Keep what this run learnt about the project files it read, for the next run."""
+    for path, stat, unit in read:
+        declared = summaries.declared.get(unit.path)
+        state.record(path, stat, Known(unit.digest, unit.module, unit.is_package, declared[1] if declared else None))
 
 
 def _release_freed_memory() -> None:
@@ -233,24 +316,28 @@ def _display_path(path: Path, cwd: str) -> str:
 
 def _unit(source: Source, path: Optional[Path] = None) -> _Unit:
     module, is_package = module_name_for(path or Path(source.path))
-    return _Unit(source, module, is_package)
+    return _Unit(source.path, source.digest, module, is_package, source)
 
 
 class _Summaries:
     """The index pass, decoded only when needed: a warm run reads just each file's declarations digest."""
 
-    def __init__(self, units: list[_Unit], cache: Optional[ResultCache], jobs: int, report: LintReport) -> None:
+    def __init__(self, units: list[_Unit], cache: Optional[ResultCache], jobs: int, report: LintReport, named: frozenset[str]) -> None:
         self.cache = cache
-        self.keys = {u.source.path: f"s:{__version__}:{u.module}:{u.is_package}:{u.source.path}:{u.source.digest}" for u in units}
+        self.keys = {u.path: f"s:{__version__}:{u.module}:{u.is_package}:{u.path}:{u.digest}" for u in units}
         self.loaded: dict[str, ModuleSummary] = {}
         # path -> (module, declarations digest) of every file with a summary, in discovery order.
         self.declared: dict[str, tuple[str, str]] = {}
-        known = cache.get_many((_digest_key(key) for key in self.keys.values()), lambda digest: isinstance(digest, str)) if cache else {}
-        todo = [u for u in units if _digest_key(self.keys[u.source.path]) not in known]
-        fresh = dict(_map(_summarize, todo, _workers(jobs, todo), None, "indexing", lambda unit, message: (unit.source.path, json.dumps({"error": message}))))
+        # The project's state knows the declarations of files unchanged since the last run.
+        known = {_digest_key(self.keys[u.path]): u.declared for u in units if u.declared is not None}
+        if cache:
+            asked = (_digest_key(self.keys[u.path]) for u in units if u.declared is None)
+            known.update(cache.get_many(asked, lambda digest: isinstance(digest, str)))
+        todo = [u for u in units if _digest_key(self.keys[u.path]) not in known]
+        fresh = dict(_map(_summarize, todo, _workers(jobs, todo), None, "indexing", lambda unit, message: (unit.path, json.dumps({"error": message}))))
         stored: dict[str, str] = {}
         for unit in units:
-            path, key = unit.source.path, self.keys[unit.source.path]
+            path, key = unit.path, self.keys[unit.path]
             if path not in fresh:
                 self.declared[path] = (unit.module, known[_digest_key(key)])
                 continue
@@ -258,7 +345,8 @@ class _Summaries:
             text = fresh.pop(path)
             data = json.loads(text)
             if "error" in data:
-                report.errors.append(FileError(path, data["error"]))
+                if path in named:
+                    report.errors.append(FileError(path, data["error"]))
                 continue
             self.loaded[path] = summary = ModuleSummary.from_json(data)
             self.declared[path] = (unit.module, summary.digest)
@@ -302,8 +390,8 @@ def _analyze_missed(missed: list[_Unit], summaries: dict[str, ModuleSummary], co
     versions, settings, digests = context
     index = ProjectIndex({s.name: s for s in summaries.values()})
     gc.freeze()  # the index lives as long as the run: keep it out of every collection
-    results = {u.source.path: _CANNOT_MATTER for u in missed}
-    todo = [(u, summaries[u.source.path]) for u in missed if can_matter(u.source.text, summaries[u.source.path], index, settings)]
+    results = {u.path: _CANNOT_MATTER for u in missed}
+    todo = [(u, summaries[u.path]) for u in missed if _readable(u) and can_matter(u.source.text, summaries[u.path], index, settings)]
     missed.clear()
     if todo:
         import ckptlint.model.builder  # noqa: F401  (forked workers inherit LibCST instead of each importing it)
@@ -312,6 +400,15 @@ def _analyze_missed(missed: list[_Unit], summaries: dict[str, ModuleSummary], co
         _release_freed_memory()
     results.update(_map(_analyze, todo, workers, (index, versions, settings, digests), "analysing", _failed))
     return results
+
+
+def _readable(unit: _Unit) -> bool:
+    """A project file read only now (it was unchanged when the run started) may be gone."""
+    try:
+        unit.source
+    except SourceError:
+        return False
+    return True
 
 
 def _workers(jobs: int, units: list[_Unit]) -> int:
@@ -373,7 +470,7 @@ def _ticked(result: Any, tick: Callable[[], None]) -> Any:
 
 def _summarize(unit: _Unit) -> tuple[str, str]:
     """The summary as JSON text: one string crosses the process boundary and goes to the cache."""
-    path = unit.source.path
+    path = unit.path
     args = (unit.source.text, path, unit.module, unit.is_package)
     try:
         try:
@@ -546,7 +643,7 @@ def _analyze(item: tuple[_Unit, ModuleSummary]) -> tuple[str, dict]:
 
 
 def _failed(item: tuple[_Unit, ModuleSummary], message: str) -> tuple[str, dict]:
-    return item[0].source.path, {"findings": [], "unresolved": 0, "depends": {}, "error": message}
+    return item[0].path, {"findings": [], "unresolved": 0, "depends": {}, "error": message}
 
 
 def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
@@ -561,7 +658,7 @@ def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
     index.cited.clear()
     if _MODELS is None or _MODELS.index is not index:
         _MODELS = _Models(index, versions, settings)
-    path = unit.source.path
+    path = unit.path
     result: dict[str, Any] = {"findings": [], "unresolved": 0, "error": None, "depends": {}}
     sliced = relevant_source(unit.source.text, summary, index, settings)
     try:

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Iterator, Optional, Sequence
 from ckptlint import __version__
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ckptlint.config import Settings
     from ckptlint.versions import LibraryVersions
 
@@ -42,8 +44,8 @@ class CkptlintChecker:
             return
         from ckptlint.engine import lint
 
-        settings, versions, cache = _context(directory)
-        report = lint([], settings, versions, jobs=1, cache=cache, stdin=(path, text))
+        settings, versions, cache, root = _context(directory)
+        report = lint([], settings, versions, jobs=1, cache=cache, stdin=(path, text), project=root)
         for finding in report.findings:
             if finding.path == path:
                 # flake8 columns are 0-based (it adds 1 when printing); ckptlint's are 1-based.
@@ -80,7 +82,7 @@ def _settings(directory: str) -> Optional[Settings]:
 
 
 @lru_cache(maxsize=None)
-def _context(directory: str) -> tuple[Settings, LibraryVersions, object]:
+def _context(directory: str) -> tuple[Settings, LibraryVersions, object, Optional[Path]]:
     from ckptlint.cache import CacheError, ResultCache
     from ckptlint.cli import cache_dir_for, project_root
     from ckptlint.versions import resolve_versions
@@ -93,4 +95,4 @@ def _context(directory: str) -> tuple[Settings, LibraryVersions, object]:
         cache = ResultCache(cache_dir_for(settings, root, None))
     except CacheError:
         cache = None
-    return settings, versions, cache
+    return settings, versions, cache, root

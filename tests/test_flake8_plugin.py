@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from importlib.metadata import entry_points
@@ -30,11 +31,16 @@ def test_the_extension_is_registered():
     assert "ckptlint: " in flake8("--version").stdout
 
 
-def test_flake8_reports_what_ckptlint_reports_on_the_fixtures():
-    result = flake8("--select", "CKPT", "fixtures/")
+def test_flake8_reports_what_ckptlint_reports_on_the_fixtures(tmp_path, monkeypatch):
+    """flake8 hands over one file at a time: each is analysed against the whole project, as
+    `ckptlint FILE` does, so findings that come from another file's checkpoint arrive too."""
+    shutil.copytree(ROOT / "fixtures", tmp_path / "fixtures")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'fixtures'\n")
+    result = flake8("--select", "CKPT", "fixtures/", cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     found = {tuple(m.group("path", "line", "column", "code", "message")) for m in map(FLAKE8_LINE.match, result.stdout.splitlines())}
-    ckptlint = json.loads(CliRunner().invoke(main, ["fixtures/", "--format", "json", "--no-cache", "--config", str(ROOT / "pyproject.toml")]).stdout)
+    monkeypatch.chdir(tmp_path)
+    ckptlint = json.loads(CliRunner().invoke(main, ["fixtures/", "--format", "json", "--no-cache"]).stdout)
     expected = {(f["path"], str(f["line"]), str(f["column"]), f["code"], f["message"]) for f in ckptlint["findings"] if f["path"].endswith(".py")}
     assert len(expected) >= 55
     assert found == expected

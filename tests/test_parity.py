@@ -1,0 +1,105 @@
+"""Same answer whatever you name: `ckptlint FILE` reports for FILE exactly what a run over the whole
+project reports for it (pre-commit names only the staged files)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import FIXTURES
+
+import ckptlint.project
+from ckptlint.cli import main
+
+
+def _check(*args: str) -> dict:
+    result = CliRunner().invoke(main, ["check", "--format", "json", "--torch-version", "2.13", "--transformers-version", "5.23", *args])
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+def _by_file(report: dict) -> dict[str, list[tuple]]:
+    found: dict[str, list[tuple]] = {}
+    for f in report["findings"]:
+        found.setdefault(f["path"], []).append((f.get("cell"), f["line"], f["column"], f["code"], f["message"]))
+    return found
+
+
+@pytest.fixture
+def fixture_project(tmp_path, monkeypatch) -> Path:
+    """The fixtures as the lintable files of a project of their own (a bare pyproject.toml marks
+    its root), with the working directory at its root, as pre-commit runs the hook."""
+    root = tmp_path / "project"
+    shutil.copytree(FIXTURES, root / "fixtures")
+    (root / "pyproject.toml").write_text("[project]\nname = 'fixtures'\n")
+    monkeypatch.chdir(root)
+    return root
+
+
+def test_every_fixture_file_named_alone_gets_what_the_whole_project_gives_it(fixture_project):
+    cache = str(fixture_project.parent / "cache")
+    whole = _check("--cache-dir", cache, ".")
+    assert whole["errors"] == []
+    expected = _by_file(whole)
+    files = sorted(p.relative_to(fixture_project).as_posix() for p in (fixture_project / "fixtures").rglob("*") if p.suffix in (".py", ".ipynb"))
+    assert len(files) >= 30 and len(expected) >= 15
+    for name in files:
+        alone = _check("--cache-dir", cache, name)
+        assert alone["files_checked"] == 1
+        assert _by_file(alone) == ({name: expected[name]} if name in expected else {}), name
+
+
+def test_a_file_linted_alone_without_a_cache_sees_the_project(fixture_project):
+    """The index of the other files is built when nothing is cached: a block whose model lives in
+    another file is not taken for a top-level model, and findings only reported into it come too."""
+    whole = _by_file(_check("--no-cache", "."))
+    for name in ("fixtures/crossfile/vision/blocks.py", "fixtures/crossfile/vision/net.py"):
+        assert _by_file(_check("--no-cache", name)) == ({name: whole[name]} if name in whole else {}), name
+
+
+def test_only_named_files_are_reported_even_when_others_are_broken(fixture_project):
+    (fixture_project / "fixtures" / "broken.py").write_text("def broken(:\n")
+    report = _check("--no-cache", "fixtures/cifar_checkpointed.py")
+    assert report["errors"] == []
+    assert {f["path"] for f in report["findings"]} == {"fixtures/cifar_checkpointed.py"}
+
+
+def test_stdin_stands_for_the_project_file_of_its_name(fixture_project):
+    name = "fixtures/moe_aux_loss.py"
+    text = (fixture_project / name).read_text().replace("self.aux_loss = load_balancing_loss(probs)  # expect: CKPT007", "aux = load_balancing_loss(probs)")
+    result = CliRunner().invoke(main, ["check", "--format", "json", "--no-cache", "-", "--stdin-filename", name], input=text)
+    codes = sorted(f["code"] for f in json.loads(result.stdout)["findings"])
+    on_disk = sorted(f["code"] for f in _check("--no-cache", name)["findings"])
+    assert on_disk.count("CKPT007") == codes.count("CKPT007") + 1
+
+
+def test_a_warm_run_naming_one_file_reads_no_other_file(fixture_project, monkeypatch):
+    """The project's index, and which cached results can hold findings for the named file, come
+    from the cache: the other files are only stat'ed."""
+    import ckptlint.engine
+
+    cache = str(fixture_project.parent / "cache")
+    _check("--cache-dir", cache, ".")
+    _check("--cache-dir", cache, "fixtures/moe_aux_loss.py")  # older than a second by now: trusted
+    read: list[str] = []
+    real = ckptlint.engine.read_source
+    monkeypatch.setattr(ckptlint.engine, "read_source", lambda path, *args: read.append(path) or real(path, *args))
+    monkeypatch.setattr(ckptlint.project, "_RACY_NS", 0)
+    report = _check("--cache-dir", cache, "fixtures/crossfile/text/layers.py")
+    assert read == ["fixtures/crossfile/text/layers.py"]
+    assert [f["code"] for f in report["findings"]] == ["CKPT007"]
+
+
+def test_an_edit_elsewhere_in_the_project_reaches_the_file_named(fixture_project):
+    cache = str(fixture_project.parent / "cache")
+    layers, encoder = "fixtures/crossfile/text/layers.py", fixture_project / "fixtures/crossfile/text/encoder.py"
+    assert [f["code"] for f in _check("--cache-dir", cache, layers)["findings"]] == ["CKPT007"]
+    text = encoder.read_text()
+    encoder.write_text(text.replace("h = checkpoint(attention, h, use_reentrant=False)", "h = attention(h)"))
+    assert _check("--cache-dir", cache, layers)["findings"] == []
+    encoder.write_text(text)
+    assert [f["code"] for f in _check("--cache-dir", cache, layers)["findings"]] == ["CKPT007"]
