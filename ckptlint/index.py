@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional, Union
 
-from ckptlint.model.apis import HF_CHECKPOINT_FUNC_ATTR, HF_GC_LAYER, KNOWN_APIS, LIGHTNING_MODULES
+from ckptlint.model.apis import HF_CHECKPOINT_FUNC_ATTR, HF_GC_LAYER, HF_TRAINERS, KNOWN_APIS, LIGHTNING_MODULES
 from ckptlint.model.sites import ApiKind
 from ckptlint.model.torch_knowledge import MODULE_BASES, MODULE_SELF_METHODS
 from ckptlint.names import absolute_module, import_bindings, resolve_dotted
@@ -211,6 +211,12 @@ class ModuleSummary:
     # function or "Class.method" -> [callee as spelled (qualified), what is handed: "param:NAME",
     # "self" (the module itself) or "self.ATTR"]. The index decides which are checkpoint wrappers.
     forwarding: dict[str, list[list[str]]] = field(default_factory=dict)
+    # Classes shown to be a whole model here (`is_top_level_model`): built by script code (module
+    # level, a `main()`, a training function) and bound to a name, or loaded with `from_pretrained`.
+    models: tuple[str, ...] = ()
+    # Script code here trains a model it is handed (a loss's `.backward()`, an optimizer, a `Trainer`,
+    # `.fit`): this module's own classes that nothing builds as submodules are such models.
+    trains: bool = False
     blocks: list[Block] = field(default_factory=list)
     digest: str = field(default="", compare=False)
 
@@ -249,6 +255,8 @@ class ModuleSummary:
             hf_enables=[tuple(e) for e in data["hf_enables"]],
             factory_built=tuple(data["factory_built"]),
             forwarding=data["forwarding"],
+            models=tuple(data["models"]),
+            trains=data["trains"],
             blocks=[
                 Block(
                     b["start"], b["end"], b["definition"], b["binds"], b["refs"], b["attrs"], b["stashes"],
@@ -315,6 +323,7 @@ class _Summarizer:
         self.is_package = is_package
         self.imports: dict[str, str] = {}
         self.local_names: set[str] = set()
+        self.trains = False
 
     def qualify(self, node: ast.AST) -> Optional[str]:
         name = dotted(node)
@@ -365,23 +374,25 @@ class _Summarizer:
                     aliases[stmt.targets[0].id] = alias
         self.collect_object_steps([s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))], "", ())
         self.forwarding: dict[str, list[list[str]]] = {}
-        blocks, built = self.scan(tree)
+        blocks, built, models = self.scan(tree)
         hf_enables = _hf_enables(tree) if "checkpointing_enable" in source else []
         return ModuleSummary(
             self.module, path, self.is_package, dict(self.imports), classes, tuple(functions), aliases, self.instance_freezes,
-            self.param_freezes, hf_enables, built, self.forwarding, blocks,
+            self.param_freezes, hf_enables, built, self.forwarding, models, self.trains, blocks,
         )
 
     def may_freeze(self, node: ast.stmt) -> bool:
         """Freezing facts need one of a few words in the statement: skip the walks without them."""
         return _FREEZE_TEXT.search("\n".join(self.lines[node.lineno - 1 : node.end_lineno])) is not None
 
-    def scan(self, tree: ast.Module) -> tuple[list[Block], tuple[str, ...]]:
+    def scan(self, tree: ast.Module) -> tuple[list[Block], tuple[str, ...], tuple[str, ...]]:
         """One walk over every top-level statement: which module-level names and attributes it binds
-        and reads (for parsing only what a checkpoint can reach) and which classes helper code builds
-        or hands on rather than binding to a variable and running (factory-built submodules)."""
+        and reads (for parsing only what a checkpoint can reach), which classes helper code builds
+        or hands on rather than binding to a variable and running (factory-built submodules), and
+        which ones script code builds as whole models."""
         blocks: list[Block] = []
         built: list[str] = []
+        models: list[str] = []
         for stmt in tree.body:
             first = _first_line(stmt)
             members: list[Member] = []
@@ -401,7 +412,7 @@ class _Summarizer:
                 reads.attrs = header.attrs
             else:
                 function = isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
-                reads = _Reads(self, [stmt], built, _params(stmt) if function else None)
+                reads = _Reads(self, [stmt], built, _params(stmt) if function else None, models=models)
                 if reads.forwarding:
                     self.forwarding[stmt.name] = reads.forwarding
             definition = isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
@@ -415,7 +426,7 @@ class _Summarizer:
         bound = {name for block in blocks for name in block.binds.split()}
         for block in blocks:
             block.refs = _joined(n for n in block.refs.split() if n in bound)
-        return blocks, tuple(dict.fromkeys(built))
+        return blocks, tuple(dict.fromkeys(built)), tuple(dict.fromkeys(models))
 
     def collect_object_steps(self, body: list[ast.stmt], function: str, params: tuple[str, ...]) -> None:
         """What a top-level function (or the module's own code, `function` ""), does to the objects
@@ -829,7 +840,13 @@ class _Reads:
     """Names and attributes some code reads and stores, from one walk that also collects factory-built classes."""
 
     def __init__(
-        self, summarizer: "_Summarizer", roots: list[ast.AST], built: list[str], params: Optional[frozenset[str]] = None, methods: frozenset[str] = frozenset()
+        self,
+        summarizer: "_Summarizer",
+        roots: list[ast.AST],
+        built: list[str],
+        params: Optional[frozenset[str]] = None,
+        methods: frozenset[str] = frozenset(),
+        models: Optional[list[str]] = None,  # script code: collect the classes it builds as models
     ) -> None:
         self.loads: set[str] = set()
         self.stores: set[str] = set()
@@ -853,6 +870,12 @@ class _Reads:
                     elif type(receiver) is ast.Name or type(receiver) is ast.Attribute and _is_self(receiver.value):
                         self.stashes = True  # `block.x = ...`, `self.block.x = ...`: state on a module
                     continue
+                if models is not None and (kind is ast.Assign or kind is ast.Call):
+                    model = _model_built(summarizer, node)
+                    if model is not None:
+                        models.append(model)
+                    elif kind is ast.Call and not summarizer.trains:
+                        summarizer.trains = _trains(summarizer, node)
                 if kind is ast.Return:
                     candidates = [node.value] if node.value is not None else []
                 elif kind is ast.List or kind is ast.Tuple or kind is ast.Set:
@@ -869,9 +892,8 @@ class _Reads:
                 else:
                     continue
                 for candidate in candidates:
-                    target = candidate.func if isinstance(candidate, ast.Call) else candidate
-                    name = summarizer.qualify(target) if isinstance(target, (ast.Name, ast.Attribute)) else None
-                    if name and (name.startswith(summarizer.module + ".") or name in summarizer.imports.values()):
+                    name = _project_name(summarizer, candidate.func if isinstance(candidate, ast.Call) else candidate)
+                    if name:
                         built.append(name)
 
     def merge(self, other: "_Reads") -> None:
@@ -920,6 +942,52 @@ _MODULE_API = frozenset(
         "append", "extend", "update", "items", "keys", "values", "get", "pop", "format", "join", "split",
     } | MODULE_SELF_METHODS
 )  # fmt: skip
+
+
+# Class methods that load a whole model (transformers, and project classes that copy its API).
+_MODEL_LOADERS = frozenset({"from_pretrained", "from_config"})
+
+
+def _model_built(summarizer: "_Summarizer", node: ast.AST) -> Optional[str]:
+    """The project class that script code builds as a model: `model = Net(...)`, also through
+    `Net(...).to(device)` and the like and through helpers it is handed to first
+    (`model = freeze(Net())`), or `Net.from_pretrained(...)` anywhere in it."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _MODEL_LOADERS:
+            return _project_name(summarizer, func.value)
+        return None
+    assert isinstance(node, ast.Assign)
+    value = node.value
+    if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(value, ast.Call)):
+        return None
+    while True:
+        func = value.func
+        if isinstance(func, ast.Attribute) and func.attr in MODULE_SELF_METHODS and isinstance(func.value, ast.Call):
+            value = func.value
+        elif value.args and isinstance(value.args[0], ast.Call) and _function_like(dotted(func)):
+            value = value.args[0]
+        else:
+            return _project_name(summarizer, func)
+
+
+# What training code calls: `loss.backward()`, `trainer.fit(model)`; optimizers and trainers it builds.
+_TRAINING_METHODS = frozenset({"backward", "fit"})
+_TRAINERS = HF_TRAINERS | frozenset({"lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer"})
+
+
+def _trains(summarizer: "_Summarizer", call: ast.Call) -> bool:
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in _TRAINING_METHODS:
+        return True
+    name = summarizer.qualify(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+    return name is not None and (name.startswith("torch.optim.") or name in _TRAINERS)
+
+
+def _project_name(summarizer: "_Summarizer", node: ast.AST) -> Optional[str]:
+    """A name defined in this module or imported into it (a class of the project, maybe)."""
+    name = summarizer.qualify(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+    return name if name and (name.startswith(summarizer.module + ".") or name in summarizer.imports.values()) else None
 
 
 def _params(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> frozenset[str]:
@@ -1078,6 +1146,7 @@ class ProjectIndex:
     def __init__(self, modules: dict[str, ModuleSummary]) -> None:
         self.modules = modules
         self._constructed: Optional[frozenset[str]] = None
+        self._models: Optional[frozenset[str]] = None
         self._freezes: dict[str, tuple[Freeze, frozenset[str]]] = {}
         self._instance_steps: Optional[dict[str, list[list[FreezeStep]]]] = None
         self._call_effects: dict[tuple[str, str, Optional[str]], tuple[Freeze, frozenset[str]]] = {}
@@ -1444,12 +1513,28 @@ class ProjectIndex:
         return found
 
     def is_top_level_model(self, class_qualname: str) -> bool:
-        """A module class whose `forward` inputs are data: nothing in the project builds it as a submodule."""
+        """A module class whose `forward` inputs are data: built as a submodule nowhere, and shown to
+        be a whole model. The evidence: script code builds it or a subclass (`ModuleSummary.models`),
+        script code in its own module trains a model it is handed (`ModuleSummary.trains`), or it is
+        a Lightning module (a `Trainer` fits it). Without evidence a class is a component whose inputs
+        come from a parent: a block in a file linted alone, a library layer with a checkpointing switch."""
         summary = self.class_(class_qualname)
-        return (
+        if not (
             summary is not None and summary.qualname not in self.constructed_classes()
             and "forward" in summary.methods and self.is_subclass(summary.qualname, MODULE_BASES | LIGHTNING_MODULES)
-        )  # fmt: skip
+        ):  # fmt: skip
+            return False
+        module, _ = self.split(summary.qualname)
+        return (
+            (module is not None and module.trains)
+            or self.is_subclass(summary.qualname, LIGHTNING_MODULES)
+            or any(name in self.built_as_models() for name in (summary.qualname, *self.subclasses(summary.qualname)))
+        )
+
+    def built_as_models(self) -> frozenset[str]:
+        if self._models is None:
+            self._models = frozenset(self.canonical(name) for m in self.modules.values() for name in m.models)
+        return self._models
 
     def constructed_classes(self) -> frozenset[str]:
         """Classes some module builds as a submodule: their forward inputs come from a parent."""

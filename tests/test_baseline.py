@@ -34,7 +34,7 @@ def run(*args: str):
 
 
 def test_update_then_only_new_findings_are_reported(project):
-    root = project({"model.py": MODEL})
+    root = project({"model.py": MODEL, "train.py": "from model import Net\n\nmodel = Net()\n"})  # Net's input is data
     assert run(".", "--baseline", "base.json").exit_code == 2  # no such baseline yet
     written = run(".", "--baseline", "base.json", "--update-baseline")
     assert (written.exit_code, written.stderr) == (0, "Wrote 5 finding(s) to the baseline base.json.\n")

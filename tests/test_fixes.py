@@ -186,7 +186,8 @@ def test_non_reentrant_switch_only_where_the_call_decides_the_mode(project):
         "        self.b = torch.nn.Linear(4, 4)\n\n"
         "    def forward(self, x):\n"
         "        h = checkpoint(self.a, x, use_reentrant=True)\n"
-        "        return reentrant(self.b, x)\n"
+        "        return reentrant(self.b, x)\n\n\n"
+        "model = Net()\n"  # Net is the whole model: `x` is data
     )
     project({"example.py": source})
     by_line = {f["line"]: f for f in findings("example.py", "--unsafe-fixes")}

@@ -175,7 +175,8 @@ class Model(nn.Module):
 
 
 def test_editing_what_a_caller_passes_re_analyses_the_callee(project, analysed):
-    root = project({"pkg/__init__.py": "", "pkg/encoder.py": ENCODER, "pkg/model.py": MODEL})
+    train = "from pkg.model import Model\n\nmodel = Model()\n"  # Model is the whole model: its input is data
+    root = project({"pkg/__init__.py": "", "pkg/encoder.py": ENCODER, "pkg/model.py": MODEL, "pkg/train.py": train})
     assert findings(check()) == []
     analysed.clear()
     # A body edit in the caller: declarations unchanged, but the encoder now gets the raw input.

@@ -33,6 +33,7 @@ CASES = {
                 h = checkpoint(self.a, x, use_reentrant=True)
                 h = F.relu(h).view(-1, 4)
                 return checkpoint(self.b, h, use_reentrant=True)
+        model = Net()  # script code: Net is the whole model
         """,
         {(8, "CKPT001"), (10, "CKPT001")},
     ),
@@ -97,6 +98,7 @@ CASES = {
                 self.layer = nn.Linear(4, 4)
             def forward(self, ids):
                 return checkpoint(self.layer, self.embed(ids), use_reentrant=True)
+        model = Net()
         """,
         {(9, "CKPT005")},
     ),
@@ -265,6 +267,7 @@ CASES = {
                 self.proj = nn.Conv1d(4, 4, 1)
             def forward(self, input_features):
                 return self.encoder(features=input_features) + self.stem(self.proj(input_features))
+        model = Model()
         """,
         {(7, "CKPT001")},
     ),
@@ -302,6 +305,7 @@ CASES = {
                 h = checkpoint(block, h, use_reentrant=True)
                 h = checkpoint(drop, h, use_reentrant=False, preserve_rng_state=False)
             return h
+        model = Net()
         """,
         {(11, "CKPT001"), (12, "CKPT002")},
     ),
@@ -491,6 +495,7 @@ CASES = {
             model = TowerNet()
             model.lock_tower()
             return model
+        net = Net()
         """,
         {(22, "CKPT005"), (31, "CKPT005")},
     ),
@@ -678,6 +683,7 @@ class Net(nn.Module):
             run_when_training(self.block, h)
             run_ckpt(self.block, h)
         return a + b + c + d + e + f + g
+model = Net()
 """
     lines = (HEADER + body).splitlines()
     at = lambda text: next(i for i, line in enumerate(lines, 1) if text in line) - HEADER.count("\n")  # noqa: E731
@@ -781,3 +787,40 @@ def test_kwargs_defaulted_in_a_helper_and_forwarded_kwargs_follow_their_callers(
     # enable_kept replaces only a dict its caller passed: None (transformers' default) reaches it, and
     # forward_mixed's callers disagree; enable_never_called's callers are unknown.
     assert {(f.line - offset, f.code) for f in report.findings} == {(4, "CKPT006"), (16, "CKPT006")}
+
+TOP_LEVEL = """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+    def forward(self, x):
+        return checkpoint(self.a, x, use_reentrant=True)
+"""
+
+
+@pytest.mark.parametrize(
+    "evidence, expected",
+    [
+        ("", set()),  # nothing shows Net is the model: its input may come from a parent elsewhere
+        ("model = Net()\n", {(7, "CKPT001")}),
+        ("def main():\n    model = Net().to('cpu')\n    return model\n", {(7, "CKPT001")}),
+        ("model = Net.from_pretrained('checkpoints/net')\n", {(7, "CKPT001")}),
+        ("def freeze(model):\n    return model\nmodel = freeze(Net().train())\n", {(7, "CKPT001")}),
+        ("def step(model, x):\n    model(x).sum().backward()\n", {(7, "CKPT001")}),
+        ("def fit(model, loader):\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    return optimizer\n", {(7, "CKPT001")}),
+        # A factory hands the block on: a submodule of whatever takes it.
+        ("def make_block():\n    return Net()\n", set()),
+        # Built as a submodule of the model the script builds: its input is the model's activation.
+        (
+            "class Outer(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.stem = nn.Linear(4, 4)\n"
+            "        self.net = Net()\n    def forward(self, x):\n        return self.net(self.stem(x))\nmodel = Outer()\n",
+            set(),
+        ),
+    ],
+)
+def test_a_top_level_model_is_known_by_evidence(evidence, expected):
+    assert findings(TOP_LEVEL + evidence) == expected
+
+
+def test_a_subclass_built_by_a_script_makes_its_inherited_forward_a_model_input():
+    assert findings(TOP_LEVEL + "class Wider(Net):\n    pass\nmodel = Wider()\n") == {(7, "CKPT001")}

@@ -240,6 +240,9 @@ class Loud(nn.Module):
     def forward(self, x):
         print("forward!")
         return checkpoint(self.block, x)
+
+
+model = Loud()  # the whole model: its input is data
 """
 
 
