@@ -262,6 +262,7 @@ def count_lines(path: Path) -> int:
 
 
 def make_tree(name: str, root: Path) -> Tree:
+    write_corpus_config(root)
     files = python_files(root)
     return Tree(name, root, len(files), sum(count_lines(f) for f in files))
 
@@ -340,14 +341,17 @@ def _copy_subset(cache: Path, source: Tree, chosen: list[str], label: str, slug:
     return make_tree(f"{source.name} {label}", dest)
 
 
-def write_corpus_config(cache: Path) -> None:
-    """A ckptlint.toml at the top of the cache folder: each tree is linted with default settings
-    instead of picking up this repository's pyproject.toml, and this repository's .gitignore
-    (which ignores bench/.cache/) does not hide the corpora.  The wheels have no .gitignore."""
-    (cache / "ckptlint.toml").write_text(
-        "# written by bench/run.py: lint the corpora as projects of their own\n"
-        "respect-gitignore = false\n"
-    )
+def write_corpus_config(root: Path) -> None:
+    """A ckptlint.toml at the root of each tree: the tree is linted as a project of its own (its
+    root bounds the project index a single-file run reads), with default settings instead of this
+    repository's pyproject.toml, and this repository's .gitignore (which ignores bench/.cache/)
+    does not hide the corpora.  The wheels have no .gitignore."""
+    config = root / "ckptlint.toml"
+    if not config.is_file():
+        config.write_text(
+            "# written by bench/run.py: lint the corpora as projects of their own\n"
+            "respect-gitignore = false\n"
+        )
 
 
 # -- tools ---------------------------------------------------------------------------------------
@@ -429,9 +433,10 @@ class Tools:
         return [*self.ckptlint, "check", ".", "--select", "ALL", "--format", "json",
                 "--cache-dir", str(cache_dir), "--jobs", str(jobs)]
 
-    def ck_single(self, relpath: str) -> list[str]:
-        # What the pre-commit hook runs (`ckptlint --force-exclude FILE`), without a cache.
-        return [*self.ckptlint, "check", "--force-exclude", "--no-cache", relpath]
+    def ck_single(self, relpath: str, cache_dir: Path) -> list[str]:
+        # What the pre-commit hook runs (`ckptlint --force-exclude FILE`, with its result cache),
+        # with the settings of the whole-tree runs that filled that cache.
+        return [*self.ckptlint, "check", "--force-exclude", "--select", "ALL", "--cache-dir", str(cache_dir), relpath]
 
     def ruff_cmd(self, select_all: bool) -> list[str]:
         assert self.ruff is not None
@@ -602,7 +607,7 @@ def cold_jobs(bench: Bench, rounds: int, with_ruff: bool, with_torchfix: int) ->
     return jobs
 
 
-def warm_and_incremental(bench: Bench, tree: Tree, rounds: int, edit_file: Path) -> None:
+def warm_and_incremental(bench: Bench, tree: Tree, rounds: int, edit_file: Path) -> Path:
     """Fill a cache (timed: cold with cache writes), then time warm runs; with all cores, also
     runs after editing or touching one file."""
     tools = bench.tools
@@ -614,7 +619,7 @@ def warm_and_incremental(bench: Bench, tree: Tree, rounds: int, edit_file: Path)
         bench.run_block(tree, [Job(f"ckptlint warm j{jobs}", cmd, rounds, json_report=True)])
         if jobs == tools.jobs_all:
             incremental(bench, tree, rounds, edit_file, cmd, f"j{jobs}")
-
+    return cache_dir  # filled, with all cores
 
 def incremental(bench: Bench, tree: Tree, rounds: int, edit_file: Path, cmd: list[str], suffix: str) -> None:
     """Time runs on a filled cache after one file's content changed, and after only its mtime did."""
@@ -644,12 +649,22 @@ def incremental(bench: Bench, tree: Tree, rounds: int, edit_file: Path, cmd: lis
     bench.run_block(tree, [Job(f"ckptlint warm after edits {suffix}", cmd, 1, json_report=True)])
 
 
-def single_file_jobs(bench: Bench, tree: Tree, files: Sequence[Path], rounds: int) -> list[Job]:
+def single_file_jobs(bench: Bench, tree: Tree, files: Sequence[Path], rounds: int, warm_cache: Path) -> list[Job]:
+    """The pre-commit hook's command on one file: *warm* with the cache a whole-tree run filled
+    (the project's index comes from it), *cold* (the first file only) with an emptied cache."""
     jobs = []
-    for path in files:
+    cold_cache = bench.cache / "ckptlint-cache" / "single-cold"
+
+    def empty_cold_cache(_: int) -> None:
+        shutil.rmtree(cold_cache, ignore_errors=True)
+
+    for number, path in enumerate(files):
         rel = path.relative_to(tree.root).as_posix()
-        jobs.append(Job(f"single file {path.name}", bench.tools.ck_single(rel), rounds,
+        jobs.append(Job(f"single file {path.name}", bench.tools.ck_single(rel, warm_cache), rounds,
                         files=1, lines=count_lines(path)))
+        if number == 0:
+            jobs.append(Job(f"single file cold cache {path.name}", bench.tools.ck_single(rel, cold_cache), rounds,
+                            before=empty_cold_cache, files=1, lines=count_lines(path)))
     return jobs
 
 
@@ -908,9 +923,11 @@ class Report:
              f"only its mtime changes (the cache is keyed by content).", ""])
         add(measurement_table(m for m in self._rows(self.main) if m.key.startswith(("ckptlint fill", "ckptlint warm", "ckptlint edit", "ckptlint touch"))))
         add(["", "## Pre-commit case: one large file, process start to exit", "",
-             "`ckptlint check --force-exclude --no-cache FILE` (what the pre-commit hook runs, "
-             "without the cache: the changed file is a cache miss anyway), from the root of the "
-             "transformers tree.", ""])
+             "`ckptlint check --force-exclude --select ALL --cache-dir DIR FILE` (what the pre-commit "
+             "hook runs, with the settings of the whole-tree runs), "
+             "from the root of the transformers tree: the project's index covers the whole tree "
+             "whatever is named. Warm: `DIR` is the cache the whole-tree runs above filled; *cold "
+             "cache*: `DIR` is emptied before each run (the first run in a fresh clone).", ""])
         add(measurement_table(m for m in self._rows(self.main) if m.key.startswith("single")))
         add(["", f"## Side by side with TorchFix: {self.torchfix_tree.name}", ""])
         tf_rows = self._rows(self.torchfix_tree)
@@ -942,7 +959,7 @@ class Report:
         add(self.profile_section())
         add(["", "## Exact commands", "",
              "`$CACHE` is the cache folder (default `bench/.cache/`); each command runs with the "
-             "tree's root as working directory (`.` is the tree). `$CACHE/ckptlint.toml` sets "
+             "tree's root as working directory (`.` is the tree). A `ckptlint.toml` at each tree's root sets "
              "`respect-gitignore = false` so that this repository's `.gitignore` (which lists "
              "`bench/.cache/`) and `pyproject.toml` do not apply to the corpora.", "",
              "| tree | run | command |", "|---|---|---|"])
@@ -1068,7 +1085,7 @@ class Report:
                          f"≤ {TARGET_INCREMENTAL_SHARE:.0%} of cold − warm)",
                          f"{fmt_s(edit.wall)} s ({edit.key.removeprefix('ckptlint ')}) vs warm {fmt_s(warm_j.wall)} s, "
                          f"cold {fmt_s(cold_j.wall)} s ({max(share, 0):.1%})", verdict(share <= TARGET_INCREMENTAL_SHARE)))
-        singles = [m for m in self._rows(main) if m.key.startswith("single")]
+        singles = [m for m in self._rows(main) if m.key.startswith("single") and "cold cache" not in m.key]
         if singles:
             rows.append((f"one large file, process start to exit: < {TARGET_SINGLE_FILE_SECONDS} s",
                          ", ".join(f"{fmt_s(m.wall)} s ({m.key.split()[-1]}, {fmt_int(m.n_lines)} lines)" for m in singles),
@@ -1205,7 +1222,9 @@ def main(argv: Sequence[str]) -> int:
                  "interpreter of the virtualenv where ckptlint is installed")
     cache = args.corpus_dir.resolve()
     cache.mkdir(parents=True, exist_ok=True)
-    write_corpus_config(cache)
+    stale = cache / "ckptlint.toml"  # older runs wrote one config above all trees
+    if stale.is_file() and stale.read_text().startswith("# written by bench/run.py"):
+        stale.unlink()
 
     trees = {name: make_tree(f"{name} {version}", fetch_corpus(cache, name, version)) for name, version in CORPORA}
     main_tree = trees[MAIN_CORPUS]
@@ -1242,9 +1261,9 @@ def main(argv: Sequence[str]) -> int:
     # 1. Whole transformers, cold, interleaved with ruff (and TorchFix once with --full-torchfix).
     bench.run_block(main_tree, cold_jobs(bench, rounds, with_ruff=True, with_torchfix=1 if args.full_torchfix else 0))
     # 2. Warm cache, incremental edit/touch.
-    warm_and_incremental(bench, main_tree, rounds, llama)
+    warm_cache = warm_and_incremental(bench, main_tree, rounds, llama)
     # 3. Pre-commit case.
-    bench.run_block(main_tree, single_file_jobs(bench, main_tree, single_files, max(rounds, 3)))
+    bench.run_block(main_tree, single_file_jobs(bench, main_tree, single_files, max(rounds, 3), warm_cache))
     # 4. Side by side with TorchFix and ruff on a sample of files; the scaling subsets.
     bench.run_block(tf_tree, cold_jobs(bench, rounds, with_ruff=True, with_torchfix=min(args.torchfix_repeat, rounds)))
     for subset in subsets:
