@@ -459,6 +459,27 @@ CASES = {
         """,
         {(10, "CKPT007")},
     ),
+    "an attribute read back within forward and also read elsewhere is an escape": (
+        """
+        class Modulation(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 4)
+            def forward(self, x):
+                self.modulator = torch.sigmoid(self.proj(x))
+                return x * self.modulator
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.block = Modulation()
+            def forward(self, x):
+                return checkpoint(self.block, self.stem(x), use_reentrant=True)
+            def modulation_map(self):
+                return self.block.modulator
+        """,
+        {(7, "CKPT007")},
+    ),
     "freezing in a method __init__ calls, and in a submodule's method another method calls": (
         """
         class Tower(nn.Module):
