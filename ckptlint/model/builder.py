@@ -21,6 +21,7 @@ from ckptlint.config import Settings
 from ckptlint.index import ModuleSummary, ProjectIndex
 from ckptlint.model.apis import (
     CHECKPOINT_IMPL_REENTRANT,
+    CHECKPOINT_WRAPPER,
     CONTROL_KEYWORDS,
     ENABLE_GRAD,
     HF_CHECKPOINT_FUNC_ATTR,
@@ -35,6 +36,7 @@ from ckptlint.model.apis import (
     LIGHTNING_NO_GRAD_STEPS,
     NO_GRAD_CONTEXTS,
     SET_GRAD_ENABLED,
+    WRAP_POLICY_CLASSES,
     CheckpointApi,
 )
 from ckptlint.model.dataflow import TENSOR_ATTRIBUTES, Dataflow, entry_value
@@ -214,6 +216,8 @@ class ModelBuilder(ReadOnlyWalker):
         self.cache_uses: list[CacheUse] = []
         self.calls: dict[str, list[CallRecord]] = {}
         self.wrapper_calls: list[WrapperCall] = []
+        # Bindings that comprehensions shadow, restored when each one ends.
+        self.comprehensions: list[dict[str, Optional[Value]]] = []
         self.top_level = frozenset(c.qualname for c in summary.classes.values() if index.is_top_level_model(c.qualname))
 
     # --- scopes ------------------------------------------------------------------------------
@@ -428,6 +432,28 @@ class ModelBuilder(ReadOnlyWalker):
         if isinstance(test, cst.Attribute) and test.attr.value == "requires_grad" and isinstance(test.value, cst.Name):
             return False, [test.value.value]
         return False, []
+
+    def visit_comprehension(self, node: Union[cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp]) -> None:
+        """`[wrap(b) for b in model.blocks]`: the loop variables hold the elements, inside only."""
+        scope, saved = self.scope, {}
+        comp: Optional[cst.CompFor] = node.for_in
+        while comp is not None:
+            for name in _free_names(comp.target):
+                saved.setdefault(name, scope.bindings.get(name))
+            self.bind_loop_target(comp.target, comp.iter)
+            comp = comp.inner_for_in
+        self.comprehensions.append(saved)
+
+    def leave_comprehension(self, node: cst.CSTNode) -> None:
+        bindings = self.scope.bindings
+        for name, value in self.comprehensions.pop().items():
+            if value is None:
+                bindings.pop(name, None)
+            else:
+                bindings[name] = value
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = visit_comprehension  # type: ignore[assignment]
+    leave_ListComp = leave_SetComp = leave_GeneratorExp = leave_DictComp = leave_comprehension  # type: ignore[assignment]
 
     def visit_For(self, node: cst.For) -> None:
         self.scope.branch_depth += 1
@@ -697,7 +723,7 @@ class ModelBuilder(ReadOnlyWalker):
             return self.evaluate(node.expression)
         if isinstance(node, cst.Dict):
             return self.dict_literal(node)
-        if isinstance(node, (cst.Tuple, cst.List)):
+        if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
             if any(isinstance(e, cst.StarredElement) for e in node.elements):
                 return UNKNOWN
             return Items(tuple(self.evaluate(e.value) for e in node.elements))
@@ -1064,8 +1090,10 @@ class ModelBuilder(ReadOnlyWalker):
         positional = arguments.positional
         function: Optional[Value] = None
         inputs: tuple[cst.Arg, ...] = ()
-        if api.kind in (ApiKind.MODULE_WRAPPER, ApiKind.APPLY_WRAPPER):
+        if api.kind is ApiKind.MODULE_WRAPPER:
             function = self.evaluate(positional[0].value) if positional else None
+        elif api.kind is ApiKind.APPLY_WRAPPER:
+            function = self.wrapped_modules(arguments, positional[0] if positional else None)
         else:
             function_arg = positional[api.function_index] if len(positional) > api.function_index else None
             if function_arg is not None and not function_arg.star:
@@ -1078,7 +1106,8 @@ class ModelBuilder(ReadOnlyWalker):
                 function = UNKNOWN
                 inputs = positional
         reaching = _reaching_keywords(arguments)
-        preserve, preserve_node = self.preserve_rng_state(arguments)
+        wrapper = self.wrapper_fn(arguments) if api.kind is ApiKind.APPLY_WRAPPER else None
+        preserve, preserve_node = self.preserve_rng_state(wrapper[1] if wrapper else arguments)
         spec = self.wrappers.get(api.qualname) if api.kind is ApiKind.PROJECT_WRAPPER else None
         if spec is not None and spec.preserve_rng_state is not None and preserve_node is None:
             preserve, preserve_node = spec.preserve_rng_state, node  # the checkpoint-functions setting
@@ -1120,17 +1149,75 @@ class ModelBuilder(ReadOnlyWalker):
         value, node, _ = arguments.keywords["preserve_rng_state"]
         return (value.value if isinstance(value, Const) and isinstance(value.value, bool) else None), node
 
+    def wrapper_fn(self, arguments: _Arguments) -> Optional[tuple[CheckpointApi, _Arguments]]:
+        """apply_activation_checkpointing's `checkpoint_wrapper_fn` (checkpoint_wrapper by default)
+        and the arguments it binds; None when it is not a known wrapper."""
+        if "checkpoint_wrapper_fn" not in arguments.keywords:
+            return KNOWN_APIS[CHECKPOINT_WRAPPER], self.arguments(())
+        inner_api, bound = self.match_api(arguments.keywords["checkpoint_wrapper_fn"][0])
+        return (inner_api, self.arguments((), bound)) if inner_api is not None else None
+
+    def wrapped_modules(self, arguments: _Arguments, model: Optional[cst.Arg]) -> Optional[Value]:
+        """The submodules apply_activation_checkpointing wraps: the classes its `auto_wrap_policy`
+        names, or those `check_fn` tests with isinstance; every submodule with neither."""
+        if "auto_wrap_policy" in arguments.keywords:
+            classes = self.policy_classes(arguments.keywords["auto_wrap_policy"][0])
+            how = "auto_wrap_policy"
+        elif "check_fn" in arguments.keywords:
+            check = arguments.keywords["check_fn"][0]
+            classes = self.isinstance_classes(check.node.body, check.node.params.params[0].name.value) if isinstance(check, Lambda) and len(check.node.params.params) == 1 else None
+            how = "check_fn"
+        else:
+            return self.evaluate(model.value) if model is not None else None
+        if classes is None:
+            return UNKNOWN
+        return ModuleObject(classes, f"{', '.join(c.rsplit('.', 1)[-1] for c in classes)} (selected by {how})")
+
+    def policy_classes(self, policy: Value) -> Optional[tuple[str, ...]]:
+        """`ModuleWrapPolicy({Block})`, `partial(transformer_auto_wrap_policy, transformer_layer_cls={Block})`."""
+        if isinstance(policy, Instance) and policy.ctor in WRAP_POLICY_CLASSES:
+            where = WRAP_POLICY_CLASSES[policy.ctor]
+            args = [a for a in policy.node.args if not a.keyword and not a.star] if isinstance(where, int) else [a for a in policy.node.args if a.keyword and a.keyword.value == where]
+            return self.module_classes(self.evaluate(args[0].value)) if args else None
+        if isinstance(policy, Partial) and isinstance(policy.func, Ref) and isinstance(WRAP_POLICY_CLASSES.get(policy.func.qualname), str):
+            layers = policy.keywords.get(WRAP_POLICY_CLASSES[policy.func.qualname])
+            return self.module_classes(layers) if layers is not None else None
+        return None
+
+    def isinstance_classes(self, test: cst.BaseExpression, param: str) -> Optional[tuple[str, ...]]:
+        """`isinstance(m, Block)`, `isinstance(m, (A, B))`, or `or` of them: the classes it accepts."""
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+            left, right = self.isinstance_classes(test.left, param), self.isinstance_classes(test.right, param)
+            return None if left is None or right is None else tuple(dict.fromkeys(left + right))
+        if (
+            isinstance(test, cst.Call) and self.evaluate(test.func) == Ref("builtins.isinstance") and len(test.args) == 2
+            and isinstance(test.args[0].value, cst.Name) and test.args[0].value.value == param
+        ):  # fmt: skip
+            return self.module_classes(self.evaluate(test.args[1].value))
+        return None
+
+    def module_classes(self, value: Value) -> Optional[tuple[str, ...]]:
+        """Module classes named by a class, or a tuple, list or set of them."""
+        if isinstance(value, Items):
+            parts = [self.module_classes(v) for v in value.values]
+            return None if not parts or any(p is None for p in parts) else tuple(dict.fromkeys(c for p in parts for c in p))
+        if isinstance(value, Ref) and (self.index.class_(value.qualname) is not None or value.qualname.startswith("torch.nn.")):
+            return (value.qualname,)
+        return None
+
     def mode(self, api: CheckpointApi, arguments: _Arguments) -> Mode:
+        if api.qualname == CHECKPOINT_WRAPPER and "checkpoint_fn" in arguments.keywords and arguments.keywords["checkpoint_fn"][0] != Const(None):
+            return self.checkpoint_fn_mode(arguments)
         if api.kind is ApiKind.MODULE_WRAPPER and api.default_reentrant is False and "checkpoint_impl" in arguments.keywords:
             value, node, status = arguments.keywords["checkpoint_impl"]
             impl = CHECKPOINT_IMPL_REENTRANT.get(value.qualname) if isinstance(value, Ref) else None
             return Mode(impl, status, f"checkpoint_impl={code(node.value) if isinstance(node, cst.Arg) else 'bound'}", node)
-        if api.kind is ApiKind.APPLY_WRAPPER and "checkpoint_wrapper_fn" in arguments.keywords:
-            value, node, status = arguments.keywords["checkpoint_wrapper_fn"]
-            inner_api, bound = self.match_api(value)
-            if inner_api is None:
+        if api.kind is ApiKind.APPLY_WRAPPER:
+            wrapper = self.wrapper_fn(arguments)
+            if wrapper is None:
+                _, node, status = arguments.keywords["checkpoint_wrapper_fn"]
                 return Mode(None, status, "checkpoint_wrapper_fn is not a known wrapper", node)
-            return self.mode(inner_api, self.arguments((), bound))
+            return self.mode(*wrapper)
         if "use_reentrant" in arguments.keywords:
             value, node, status = arguments.keywords["use_reentrant"]
             known = value.value if isinstance(value, Const) and isinstance(value.value, bool) else None
@@ -1148,6 +1235,19 @@ class ModelBuilder(ReadOnlyWalker):
             f"torch {torch.text} then {'falls back to reentrant mode and only warns' if reentrant else 'uses non-reentrant mode'} (torch version from {torch.source})",
             assumed=torch,
         )
+
+    def checkpoint_fn_mode(self, arguments: _Arguments) -> Mode:
+        """checkpoint_wrapper(..., checkpoint_fn=f, **kw) runs `partial(f, **kw)`: checkpoint_impl is
+        ignored and the mode is whatever `f` does with `kw` (torch 2.13's checkpoint_wrapper.py)."""
+        value, node, status = arguments.keywords["checkpoint_fn"]
+        inner_api, bound = self.match_api(value)
+        if inner_api is None or inner_api.kind is not ApiKind.CHECKPOINT:
+            return Mode(None, status, "checkpoint_fn is not a known checkpoint function", node)
+        forwarded = {name: entry for name, entry in arguments.keywords.items() if name not in ("checkpoint_impl", "checkpoint_fn")}
+        inner = self.arguments((), bound)
+        mode = self.mode(inner_api, replace(inner, keywords={**inner.keywords, **forwarded}, unresolved_kwargs=inner.unresolved_kwargs or arguments.unresolved_kwargs))
+        spelled = code(node.value) if isinstance(node, cst.Arg) else "a bound checkpoint_fn"
+        return replace(mode, reason=f"checkpoint_fn={spelled} gets checkpoint_wrapper's keywords unchanged (checkpoint_impl is ignored): {mode.reason}", node=mode.node or node)
 
     def hf_configured_mode(self) -> Mode:
         """Sites inside transformers layers follow whatever `gradient_checkpointing_enable` set."""

@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
 DIRECT = (ApiKind.CHECKPOINT, ApiKind.SEQUENTIAL)
 TRANSFORMERS = (ApiKind.HF_ENABLE, ApiKind.HF_TRAINING_ARGS)
+# torch.distributed's wrappers: only a `checkpoint_fn` without the flag leaves the mode implicit.
+WRAPPERS = (ApiKind.MODULE_WRAPPER, ApiKind.APPLY_WRAPPER)
 
 
 class ImplicitReentrantMode(Rule):
@@ -35,6 +37,13 @@ class ImplicitReentrantMode(Rule):
                     "pass `use_reentrant=False` (recommended: works with keyword inputs, frozen inputs and "
                     "`torch.autograd.grad`) or `use_reentrant=True` to keep today's behaviour explicitly",
                     fixes=explicit_mode(site),
+                )
+            elif site.kind in WRAPPERS:
+                yield Diagnostic(
+                    site.mode.node or site.call,
+                    f"`checkpoint_wrapper` without `use_reentrant`: {site.mode.reason}",
+                    "pass `use_reentrant=False` to checkpoint_wrapper (it hands the keyword on to `checkpoint_fn`), or drop "
+                    "`checkpoint_fn` and choose the mode with `checkpoint_impl`",
                 )
             elif site.kind in TRANSFORMERS:
                 yield Diagnostic(

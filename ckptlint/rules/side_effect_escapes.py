@@ -15,7 +15,10 @@ if TYPE_CHECKING:
     from ckptlint.model.builder import FileModel
     import libcst as cst
 
-CHECKPOINTED = (ApiKind.CHECKPOINT, ApiKind.SEQUENTIAL, ApiKind.HF_FUNC, ApiKind.HF_LAYER_CALL, ApiKind.PROJECT_WRAPPER, ApiKind.MODULE_WRAPPER)
+CHECKPOINTED = (
+    ApiKind.CHECKPOINT, ApiKind.SEQUENTIAL, ApiKind.HF_FUNC, ApiKind.HF_LAYER_CALL, ApiKind.PROJECT_WRAPPER, ApiKind.MODULE_WRAPPER,
+    ApiKind.APPLY_WRAPPER,
+)  # fmt: skip
 
 
 def is_cache(name: str) -> bool:
