@@ -109,12 +109,13 @@ class Freeze:
 class FreezeStep:
     """One thing done to a model object, in order: freezing written out where the object is held,
     or a call that may freeze it: a project function handed the object (`callee` qualified, `slot`
-    the parameter's name or position) or a method called on it (`callee` ".name"; `slot` "self.ATTR"
-    when called on a submodule of `self`)."""
+    the parameter's name or position) or a method called on it (`callee` ".name"); with `member`,
+    handed or called on that submodule of it (`freeze(model.embed)`, `self.visual.lock()`)."""
 
     freeze: Optional[Freeze] = None
     callee: str = ""
     slot: str = ""
+    member: str = ""
 
 
 def _names_match(predicate: list, attr: str, parameter_names: Optional[tuple[str, ...]]) -> Optional[bool]:
@@ -299,7 +300,7 @@ def _freeze_from_json(data: dict) -> Freeze:
 
 
 def _steps_from_json(data: list[dict]) -> list[FreezeStep]:
-    return [FreezeStep(_freeze_from_json(d["freeze"]) if d["freeze"] is not None else None, d["callee"], d["slot"]) for d in data]
+    return [FreezeStep(_freeze_from_json(d["freeze"]) if d["freeze"] is not None else None, d["callee"], d["slot"], d["member"]) for d in data]
 
 
 def dotted(node: ast.AST) -> Optional[str]:
@@ -439,7 +440,7 @@ class _Summarizer:
                 self.instance_freezes[instance_key(function, ctor)] = built
 
     def object_steps(
-        self, body: list[ast.stmt], params: Iterable[str], track: bool = False, methods: frozenset[str] = frozenset()
+        self, body: list[ast.stmt], params: Iterable[str], track: bool = False, methods: frozenset[str] = frozenset(), owner: str = ""
     ) -> tuple[dict[str, list[FreezeStep]], list[tuple[str, list[FreezeStep]]]]:
         """In source order, the freezing written out on each parameter and the calls that may freeze
         it (handed to a project function, a method called on it), until the name is rebound. With
@@ -452,7 +453,7 @@ class _Summarizer:
         for stmt in body:
             for node in _in_source_order(stmt):
                 if type(node) is ast.Call:
-                    self.call_steps(node, held, methods)
+                    self.call_steps(node, held, methods, owner)
                 elif type(node) is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
                     name = node.targets[0].id
                     if name in held and _root_name(node.value) == name:
@@ -476,21 +477,31 @@ class _Summarizer:
         built.extend((ctor, found[name]) for name, ctor in ctors.items())
         return of_params, built
 
-    def call_steps(self, call: ast.Call, steps: dict[str, list[FreezeStep]], methods: frozenset[str]) -> None:
+    def call_steps(self, call: ast.Call, steps: dict[str, list[FreezeStep]], methods: frozenset[str], owner: str = "") -> None:
+        """Steps for a call handed a tracked object, or called on one. In a method of `owner`, `self.m(x)`
+        calls the method `m` of the class (`self` its first parameter)."""
         func = call.func
         if type(func) is ast.Attribute and func.attr not in _MODULE_API:
             receiver = func.value
             if type(receiver) is ast.Name and receiver.id in steps:
                 if receiver.id != "self" or func.attr in methods:
                     steps[receiver.id].append(FreezeStep(callee=f".{func.attr}"))
-            elif "self" in steps and not call.args and type(receiver) is ast.Attribute and _is_self(receiver.value):
-                steps["self"].append(FreezeStep(callee=f".{func.attr}", slot=f"self.{receiver.attr}"))
+            elif not call.args and type(receiver) is ast.Attribute and type(receiver.value) is ast.Name and receiver.value.id in steps:
+                # `self.visual.lock()`; with inputs it would be a submodule's own call, not a freezing method
+                steps[receiver.value.id].append(FreezeStep(callee=f".{func.attr}", member=receiver.attr))
         handed = [(str(i), a) for i, a in enumerate(call.args)] + [(k.arg, k.value) for k in call.keywords if k.arg]
         for slot, arg in handed:
+            member = ""
+            if type(arg) is ast.Attribute and type(arg.value) is ast.Name:
+                arg, member = arg.value, arg.attr  # `freeze(model.embed)`
             if type(arg) is ast.Name and arg.id in steps:
-                callee = self.project_callee(func)
+                if owner and type(func) is ast.Attribute and _is_self(func.value) and func.attr in methods:
+                    callee: Optional[str] = f"{owner}.{func.attr}"
+                    slot = str(int(slot) + 1) if slot.isdigit() else slot
+                else:
+                    callee = self.project_callee(func)
                 if callee is not None and _function_like(callee):
-                    steps[arg.id].append(FreezeStep(callee=callee, slot=slot))
+                    steps[arg.id].append(FreezeStep(callee=callee, slot=slot, member=member))
 
     def project_callee(self, func: ast.AST) -> Optional[str]:
         """The qualified name of a function that may be the project's own (not a checkpoint API, not a library)."""
@@ -549,9 +560,12 @@ class _Summarizer:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 methods.append(stmt.name)
                 if stmt.args.args and stmt.args.args[0].arg == "self" and stmt.name != "forward":
-                    steps = self.object_steps(stmt.body, ("self",), methods=own)[0]["self"]
-                    if steps:
-                        self.param_freezes[f"{node.name}.{stmt.name}"] = {"self": steps}
+                    params = _ordered_params(stmt)
+                    steps = self.object_steps(stmt.body, params, methods=own, owner=f"{self.module}.{node.name}")[0]
+                    # Other parameters keep only the freezing written out (`def _freeze(self, module)`).
+                    kept = {p: s if p == "self" else [step for step in s if step.freeze is not None] for p, s in steps.items()}
+                    if any(kept.values()):
+                        self.param_freezes[f"{node.name}.{stmt.name}"] = kept
                 if stmt.name == "__init__":
                     self.collect_init(stmt, attrs)
                 elif stmt.name == "forward":
@@ -915,7 +929,7 @@ def _ordered_params(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> t
 
 def _function_like(qualname: Optional[str]) -> bool:
     """Named like a function rather than a class (`freeze_backbone`, not `Wrapper`)."""
-    return qualname is not None and qualname.rsplit(".", 1)[-1][:1].islower()
+    return qualname is not None and qualname.rsplit(".", 1)[-1].lstrip("_")[:1].islower()
 
 
 def _root_name(value: ast.AST) -> Optional[str]:
@@ -1149,7 +1163,7 @@ class ProjectIndex:
         self._models: Optional[frozenset[str]] = None
         self._freezes: dict[str, tuple[Freeze, frozenset[str]]] = {}
         self._instance_steps: Optional[dict[str, list[list[FreezeStep]]]] = None
-        self._call_effects: dict[tuple[str, str, Optional[str]], tuple[Freeze, frozenset[str]]] = {}
+        self._call_effects: dict[tuple[str, str, str, Optional[str]], tuple[Freeze, frozenset[str]]] = {}
         self._hf_enable: Optional[list[tuple[str, int]]] = None
         self._canonical: dict[str, str] = {}
         self._split: dict[str, tuple[Optional[ModuleSummary], str]] = {}
@@ -1315,7 +1329,7 @@ class ProjectIndex:
     def _call_effect(self, step: FreezeStep, owner: Optional[str], depth: int) -> tuple[Freeze, frozenset[str]]:
         """What a call handed an object of class `owner` does to it (memoised; bounded; nothing for a
         call that recurses into itself or a callee outside the project)."""
-        key = (step.callee, step.slot, owner)
+        key = (step.callee, step.slot, step.member, owner)
         found = self._call_effects.get(key)
         if found is None:
             self._call_effects[key] = _NO_FREEZE
@@ -1323,24 +1337,29 @@ class ProjectIndex:
         return found
 
     def _resolve_call(self, step: FreezeStep, owner: Optional[str], depth: int) -> tuple[Freeze, frozenset[str]]:
-        if not step.callee.startswith("."):
-            module, rest = self.split(self.canonical(step.callee))
-            params = module.param_freezes.get(rest) if module is not None else None
-            names = list(params or ())
-            name = step.slot if step.slot in names else names[int(step.slot)] if step.slot.isdigit() and int(step.slot) < len(names) else None
-            return self._fold(params[name], owner, depth) if params and name else _NO_FREEZE
-        method = step.callee[1:]
-        if not step.slot:
-            return self._method_effect(owner, method, depth) if owner else _NO_FREEZE
-        # `self.visual.lock()`: a submodule counts as frozen when the method freezes all of it.
-        attr = step.slot[len("self.") :]
-        binding = self.attribute(owner, attr) if owner else None
-        classes = [self.canonical(c) for c in binding.constructors] if binding is not None else []
-        effects = [self._method_effect(c, method, depth) for c in classes]
-        if not effects or not all(f.everything and not f.unfrozen and not f.by_name for f, _ in effects):
-            return _NO_FREEZE
-        first = effects[0][0]
-        return Freeze(attrs=(attr,), line=first.line, path=first.path), frozenset(p for _, paths in effects for p in paths)
+        if step.member:
+            # What the call does to the submodule, as a whole: frozen, unfrozen, or nothing known.
+            binding = self.attribute(owner, step.member) if owner else None
+            classes = [self.canonical(c) for c in binding.constructors] if binding is not None else []
+            effects = [self._effect(step, c, depth) for c in classes or [None]]
+            if all(f.everything and not f.unfrozen and not f.by_name for f, _ in effects):
+                change = Freeze(attrs=(step.member,), line=effects[0][0].line, path=effects[0][0].path)
+            elif all(f.thawed and not f.everything and not f.attrs and not f.by_name for f, _ in effects):
+                change = Freeze(unfrozen=(step.member,))
+            else:
+                return _NO_FREEZE
+            return change, frozenset(p for _, paths in effects for p in paths)
+        return self._effect(step, owner, depth)
+
+    def _effect(self, step: FreezeStep, owner: Optional[str], depth: int) -> tuple[Freeze, frozenset[str]]:
+        """What the call does to the object it is handed or called on, of class `owner`."""
+        if step.callee.startswith("."):
+            return self._method_effect(owner, step.callee[1:], depth) if owner else _NO_FREEZE
+        module, rest = self.split(self.canonical(step.callee))
+        params = module.param_freezes.get(rest) if module is not None else None
+        names = list(params or ())
+        name = step.slot if step.slot in names else names[int(step.slot)] if step.slot.isdigit() and int(step.slot) < len(names) else None
+        return self._fold(params[name], owner, depth) if params and name else _NO_FREEZE
 
     def _method_effect(self, class_qualname: str, method: str, depth: int, own: bool = False) -> tuple[Freeze, frozenset[str]]:
         """What calling `method` on an instance of the class does to it (`own`: only if the class itself defines it)."""

@@ -520,6 +520,41 @@ CASES = {
         """,
         {(22, "CKPT005"), (31, "CKPT005")},
     ),
+    "a submodule handed to a freezing helper, or to a freezing method of the class": (
+        """
+        def freeze(module):
+            for p in module.parameters():
+                p.requires_grad = False
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 4)
+                self.layer = nn.Linear(4, 4)
+                self.head = nn.Linear(4, 4)
+                self._freeze(self.embed)
+            def _freeze(self, module):
+                module.requires_grad_(False)
+            def forward(self, ids):
+                return self.head(checkpoint(self.layer, self.embed(ids), use_reentrant=True))
+        class HeadNet(Net):
+            def __init__(self):
+                nn.Module.__init__(self)
+                self.embed = nn.Embedding(10, 4)
+                self.layer = nn.Linear(4, 4)
+                self.head = nn.Linear(4, 4)
+                self._freeze(self.head)
+            def forward(self, ids):
+                return self.head(checkpoint(self.layer, self.embed(ids), use_reentrant=True))
+        class ScriptNet(HeadNet):
+            def forward(self, ids):
+                return self.head(checkpoint(self.layer, self.embed(ids), use_reentrant=True))
+        def build():
+            model = ScriptNet()
+            freeze(model.embed)
+            return model
+        """,
+        {(15, "CKPT005"), (27, "CKPT005")},
+    ),
     "name predicates: any() of substrings and skipping with continue freeze; an unknown condition or value does not": (
         """
         class Net(nn.Module):
