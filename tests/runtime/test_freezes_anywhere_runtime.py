@@ -37,7 +37,9 @@ def run_both(build):
     return grads(model), grads(model_ref)
 
 
-@pytest.mark.parametrize("build", ["build_helper_frozen", "build_locked", "build_adapter_only", "build_embed_predicate", "build_chained"])
+@pytest.mark.parametrize(
+    "build", ["build_helper_frozen", "build_locked", "build_adapter_only", "build_embed_predicate", "build_chained", "build_submodule_frozen"]
+)
 def test_blocks_behind_an_embedding_frozen_anywhere_get_no_gradient(build, capture_warnings):
     got, ref = run_both(build)
     trainable_blocks = sorted(name for name, grad in ref.items() if name.startswith("blocks.") and grad is not None)
@@ -48,7 +50,8 @@ def test_blocks_behind_an_embedding_frozen_anywhere_get_no_gradient(build, captu
 
 
 @pytest.mark.parametrize(
-    "build", ["build_head_frozen", "build_thawed", "build_hooked", "build_locked_non_reentrant", "build_head_predicate"]
+    "build",
+    ["build_head_frozen", "build_thawed", "build_hooked", "build_locked_non_reentrant", "build_head_predicate", "build_submodule_head_frozen"],
 )
 def test_look_alikes_train_like_the_model_without_checkpointing(build, capture_warnings):
     got, ref = run_both(build)
