@@ -869,6 +869,8 @@ class _Reads:
         self.stashes = False
         # In a function: calls handing on one of its parameters (or `self`) as the first argument.
         self.forwarding: list[list[str]] = []
+        # Classes a type check names (`isinstance(m, (Net, nn.Linear))`): neither built nor handed on.
+        type_checked: set[int] = set()
         for root in roots:
             for node in _nodes(root):
                 kind = type(node)
@@ -893,11 +895,14 @@ class _Reads:
                 if kind is ast.Return:
                     candidates = [node.value] if node.value is not None else []
                 elif kind is ast.List or kind is ast.Tuple or kind is ast.Set:
-                    candidates = node.elts
+                    candidates = node.elts if id(node) not in type_checked else []
                 elif kind is ast.Dict:
                     candidates = [v for v in node.values if v is not None]
                 elif kind is ast.Call:
                     candidates = [*node.args, *(k.value for k in node.keywords)]
+                    if _is_type_check(node):
+                        type_checked.add(id(node.args[1]))
+                        candidates = [node.args[0]]
                     if params is not None and node.args:
                         handed = _handed_callable(summarizer, node.args[0], params)
                         callee = _forwarded_to(summarizer, node.func, methods) if handed else None
@@ -960,6 +965,11 @@ _MODULE_API = frozenset(
 
 # Class methods that load a whole model (transformers, and project classes that copy its API).
 _MODEL_LOADERS = frozenset({"from_pretrained", "from_config"})
+
+
+def _is_type_check(call: ast.Call) -> bool:
+    func = call.func
+    return type(func) is ast.Name and func.id in ("isinstance", "issubclass") and len(call.args) == 2
 
 
 def _model_built(summarizer: "_Summarizer", node: ast.AST) -> Optional[str]:

@@ -864,6 +864,12 @@ class Net(nn.Module):
         ("def freeze(model):\n    return model\nmodel = freeze(Net().train())\n", {(7, "CKPT001")}),
         ("def step(model, x):\n    model(x).sum().backward()\n", {(7, "CKPT001")}),
         ("def fit(model, loader):\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    return optimizer\n", {(7, "CKPT001")}),
+        # A type check names the class without building or handing it on (transformers' _init_weights).
+        (
+            "class Init(nn.Module):\n    def _init_weights(self, module):\n        if isinstance(module, (Net, nn.Linear)):\n"
+            "            return issubclass(type(module), Net)\nmodel = Net.from_pretrained('checkpoints/net')\n",
+            {(7, "CKPT001")},
+        ),
         # A factory hands the block on: a submodule of whatever takes it.
         ("def make_block():\n    return Net()\n", set()),
         # Built as a submodule of the model the script builds: its input is the model's activation.
