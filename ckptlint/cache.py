@@ -7,6 +7,7 @@ from it would execute whatever a checked-in cache file says.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -78,11 +79,30 @@ def _create(directory: Path) -> None:
         raise CacheError(f"cannot create the cache directory {directory}")
 
 
+def tool_identity() -> str:
+    """This build of ckptlint: every commit installed from the repository is the same version, so
+    the digest of the package's own source tells an older analysis's rows from this one's."""
+    return f"{__version__}+{_own_source_digest()}"
+
+
+@functools.cache
+def _own_source_digest() -> str:
+    return source_digest(Path(__file__).parent)
+
+
+def source_digest(package: Path) -> str:
+    digest = hashlib.blake2b(digest_size=8)
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def _checksum(key: str, value: str) -> str:
     """Binds a row's value to its key (which names the content digest it describes) and to this
     ckptlint: an edited, truncated or foreign row fails it. Not a defence against someone who can
     write the project anyway; against corruption, stale layouts and hand edits."""
-    digest = hashlib.blake2b(key.encode(), digest_size=16, key=f"ckptlint {__version__}".encode()[:64])
+    digest = hashlib.blake2b(key.encode(), digest_size=16, key=f"ckptlint {tool_identity()}".encode()[:64])
     digest.update(b"\0")
     digest.update(value.encode())
     return digest.hexdigest()

@@ -76,6 +76,29 @@ def test_rows_of_another_tool_version_are_misses(cached, monkeypatch):
     assert warm == cold
 
 
+def test_rows_of_another_build_of_the_same_version_are_misses(cached, monkeypatch):
+    """Installed from the repository, every commit is version 0.1.0: a newer analysis must not
+    reuse what an older one cached (upgrading the pre-commit `rev` keeps the project's cache)."""
+    database, cold = cached
+    rewrite(database, "r:", NO_FINDINGS)
+    monkeypatch.setattr("ckptlint.cache.tool_identity", lambda: "0.1.0+another-build")
+    result, warm = check()
+    assert warm == cold
+
+
+def test_the_build_identity_follows_the_package_source(tmp_path):
+    from ckptlint.cache import source_digest
+
+    package = tmp_path / "ckptlint"
+    (package / "model").mkdir(parents=True)
+    (package / "__init__.py").write_text("__version__ = '0.1.0'\n")
+    (package / "model" / "values.py").write_text("UNKNOWN = None\n")
+    before = source_digest(package)
+    assert source_digest(package) == before
+    (package / "model" / "values.py").write_text("UNKNOWN = object()\n")
+    assert source_digest(package) != before
+
+
 def test_a_corrupt_database_is_recreated_with_a_notice(cached):
     database, cold = cached
     database.write_bytes(b"this is not a database" * 100)
