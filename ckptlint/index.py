@@ -13,9 +13,19 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
-from ckptlint.model.apis import HF_CHECKPOINT_FUNC_ATTR, HF_GC_LAYER, HF_TRAINERS, KNOWN_APIS, LIGHTNING_MODULES
+from ckptlint.model.apis import (
+    AUTOGRAD_FUNCTIONS,
+    ENABLE_GRAD,
+    HF_CHECKPOINT_FUNC_ATTR,
+    HF_GC_LAYER,
+    HF_TRAINERS,
+    KNOWN_APIS,
+    LIGHTNING_MODULES,
+    NO_GRAD_CONTEXTS,
+    RNG_RESTORERS,
+)
 from ckptlint.model.sites import ApiKind
 from ckptlint.model.torch_knowledge import MODULE_BASES, MODULE_SELF_METHODS
 from ckptlint.names import absolute_module, import_bindings, resolve_dotted
@@ -187,6 +197,10 @@ class ClassSummary:
     attrs: dict[str, AttrBinding]
     methods: tuple[str, ...]
     forward_no_grad: bool = False  # `@torch.no_grad()` on forward: outputs never require grad
+    # A hand-written checkpoint: a torch.autograd.Function whose forward runs a callable it is
+    # handed under no_grad and whose backward re-runs it under enable_grad. (Where `apply` takes the
+    # callable, where the inputs start, whether backward restores torch's RNG state.)
+    recompute: Optional[tuple[int, int, bool]] = None
 
 
 @dataclass
@@ -240,6 +254,7 @@ class ModuleSummary:
                 attrs={a: AttrBinding(**{**b, "constructors": tuple(b["constructors"])}) for a, b in c["attrs"].items()},
                 methods=tuple(c["methods"]),
                 forward_no_grad=c["forward_no_grad"],
+                recompute=tuple(c["recompute"]) if c["recompute"] else None,
             )
             for name, c in data["classes"].items()
         }
@@ -575,7 +590,8 @@ class _Summarizer:
                 for target in targets:
                     if isinstance(target, ast.Name):
                         attrs.setdefault(target.id, self.binding(stmt.value, {}))
-        return ClassSummary(f"{self.module}.{node.name}", bases, attrs, tuple(methods), forward_no_grad)
+        recompute = recompute_layout(node, self.qualify) if any(b in AUTOGRAD_FUNCTIONS for b in bases) else None
+        return ClassSummary(f"{self.module}.{node.name}", bases, attrs, tuple(methods), forward_no_grad, recompute)
 
     def collect_init(self, init: ast.FunctionDef, attrs: dict[str, AttrBinding]) -> None:
         init_params = _params(init) - {"self"}
@@ -925,6 +941,52 @@ class _Reads:
 
 # Callees that never run a checkpoint on what they are handed (besides the checkpoint APIs themselves).
 _NOT_WRAPPERS = ("builtins.", "functools.", "itertools.", "operator.", "math.", "numpy.", "typing.", "torch.")
+
+
+def recompute_layout(node: ast.ClassDef, qualify: Callable[[ast.expr], Optional[str]]) -> Optional[tuple[int, int, bool]]:
+    """For an autograd.Function that checkpoints, recognised by what it does (not its name):
+    `forward(ctx, fn, ...)` calls `fn` (or `ctx.X` after `ctx.X = fn`) under `torch.no_grad()` and
+    `backward` calls it again under `torch.enable_grad()`. (Where `apply` takes the callable, where
+    the inputs start, whether backward restores torch's RNG state.) `qualify` names what an
+    expression refers to (statically, or from a loaded module's globals in --confirm)."""
+    methods = {m.name: m for m in node.body if isinstance(m, ast.FunctionDef)}
+    forward, backward = methods.get("forward"), methods.get("backward")
+    if forward is None or backward is None or len(forward.args.args) < 2 or not backward.args.args:
+        return None
+    ctx, params = forward.args.args[0].arg, [a.arg for a in forward.args.args[1:]]
+    stored = {
+        target.attr: stmt.value.id
+        for stmt in ast.walk(forward) if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and stmt.value.id in params
+        for target in stmt.targets if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == ctx
+    }  # fmt: skip
+    run = {_called(call, ctx, stored) for call in _calls_within(forward, NO_GRAD_CONTEXTS, qualify)}
+    rerun = {_called(call, backward.args.args[0].arg, stored) for call in _calls_within(backward, ENABLE_GRAD, qualify)}
+    handed = next((name for name in params if name in run and name in rerun), None)
+    if handed is None:
+        return None
+    index = params.index(handed)
+    inputs_from = len(params) if forward.args.vararg is not None else index + 1
+    restores = any(qualify(call.func) in RNG_RESTORERS for call in ast.walk(backward) if isinstance(call, ast.Call))
+    return index, inputs_from, restores
+
+
+def _calls_within(function: ast.FunctionDef, contexts: frozenset[str], qualify: Callable[[ast.expr], Optional[str]]) -> Iterator[ast.Call]:
+    """Calls inside `with <context>():` blocks of `function`."""
+    for block in ast.walk(function):
+        if isinstance(block, ast.With) and any(
+            isinstance(item.context_expr, ast.Call) and qualify(item.context_expr.func) in contexts for item in block.items
+        ):
+            yield from (n for statement in block.body for n in ast.walk(statement) if isinstance(n, ast.Call))
+
+
+def _called(call: ast.Call, ctx: str, stored: dict[str, str]) -> Optional[str]:
+    """The forward parameter a call runs: `fn(...)`, or `ctx.X(...)` after `ctx.X = fn`."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == ctx:
+        return stored.get(func.attr)
+    return None
 
 
 def _ordered_params(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> tuple[str, ...]:
@@ -1472,6 +1534,9 @@ class ProjectIndex:
             method = next((f"{c.qualname}.{name}" for c in map(self.class_, self.ancestors(owner) if owner else ()) if c and name in c.methods), None)
             return method is not None and (self.forwards(method) or "").startswith("param:")
         target = self.canonical(callee)
+        function_class = self.class_(target[: -len(".apply")]) if target.endswith(".apply") else None
+        if function_class is not None and function_class.recompute is not None:
+            return function_class.recompute[0] == 0  # a hand-written checkpoint handed the callable first
         alias = self.alias(target)
         if alias is not None and alias.is_partial:
             target = self.canonical(alias.target)

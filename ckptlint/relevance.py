@@ -63,7 +63,8 @@ def can_matter(text: str, summary: ModuleSummary, index: ProjectIndex, settings:
 
 def checkpoint_names(summary: ModuleSummary, index: ProjectIndex, settings: Settings) -> set[str]:
     """Module-level names bound to a checkpoint API, a project wrapper (declared or inferred),
-    transformers training arguments, or a checkpointing layer class."""
+    transformers training arguments, a checkpointing layer class, or a hand-written checkpoint
+    (an autograd.Function whose `apply` checkpoints)."""
     wrappers = dict(settings.checkpoint_functions)
     bindings = {**{name: target for name, target in summary.imports.items()}, **{name: f"{summary.name}.{name}" for name in summary.aliases}}
     bindings.update((name, f"{summary.name}.{name}") for name in summary.classes)
@@ -75,7 +76,7 @@ def checkpoint_names(summary: ModuleSummary, index: ProjectIndex, settings: Sett
             canonical = alias.target
         if canonical in KNOWN_APIS or canonical in HF_TRAINING_ARGUMENTS or canonical in wrappers or index.wrapper_parameter(canonical):
             names.add(name)
-        elif index.class_(canonical) is not None and _checkpointing_class(index, canonical):
+        elif (summary_of := index.class_(canonical)) is not None and (summary_of.recompute is not None or _checkpointing_class(index, canonical)):
             names.add(name)
     return names
 

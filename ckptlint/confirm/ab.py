@@ -12,14 +12,18 @@ This module imports torch: only the confirm child process and `compare()` load i
 
 from __future__ import annotations
 
+import ast
+import builtins
 import contextlib
 import copy
 import dataclasses
 import functools
+import inspect
 import math
 import os
 import random
 import sys
+import textwrap
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, Sequence
@@ -28,6 +32,7 @@ import torch
 import torch.utils.checkpoint as _torch_checkpoint
 
 from ckptlint.findings import CONFIRMED, COULD_NOT_RUN, NOT_REPRODUCED
+from ckptlint.index import recompute_layout
 
 REAL_CHECKPOINT = _torch_checkpoint.checkpoint
 REAL_SEQUENTIAL = _torch_checkpoint.checkpoint_sequential
@@ -281,6 +286,100 @@ def _rebound(value: Any, replacements: dict[int, Callable[..., Any]]) -> Any:
     return None
 
 
+# --- hand-written checkpoints: autograd.Functions that re-run a callable in backward ---------------
+
+
+class _PlainContext:
+    """The `ctx` a hand-written checkpoint's forward gets when run B calls it as a plain function."""
+
+    needs_input_grad = ()
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        self.saved_tensors = tensors
+
+    def mark_non_differentiable(self, *outputs: Any) -> None:
+        pass
+
+    def mark_dirty(self, *tensors: Any) -> None:
+        pass
+
+    def set_materialize_grads(self, value: bool) -> None:
+        pass
+
+
+def _qualifier(namespace: dict) -> Callable[[ast.expr], Optional[str]]:
+    """Names what an expression in a loaded module refers to, as the static analysis qualifies it
+    (`th.no_grad` -> `torch.autograd.grad_mode.no_grad`)."""
+
+    def qualify(node: ast.expr) -> Optional[str]:
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        value = namespace.get(node.id, getattr(builtins, node.id, None))
+        for part in reversed(parts):
+            value = getattr(value, part, None)
+        module, name = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+        return f"{module}.{name}" if value is not None and module and name else None
+
+    return qualify
+
+
+def _checkpoints_by_hand(function_class: type, namespace: dict) -> bool:
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function_class)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    node = tree.body[0] if tree.body else None
+    return isinstance(node, ast.ClassDef) and recompute_layout(node, _qualifier(namespace)) is not None
+
+
+def _hand_written_checkpoints() -> list[type]:
+    """Loaded project classes that the static analysis takes for hand-written checkpoints."""
+    skip = _library_dirs()
+    found = []
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not path or os.path.abspath(path).startswith(skip) or module is _THIS_MODULE:
+            continue
+        namespace = vars(module)
+        for value in list(namespace.values()):
+            if (
+                isinstance(value, type) and issubclass(value, torch.autograd.Function) and value.__module__ == module.__name__
+                and _checkpoints_by_hand(value, namespace)
+            ):  # fmt: skip
+                found.append(value)
+    return found
+
+
+@contextlib.contextmanager
+def _grad_recorded() -> Iterator[None]:
+    """`with torch.no_grad():` records anyway: run B's plain call of what a checkpoint stands for."""
+    no_grad = torch.autograd.grad_mode.no_grad
+    enter, exit_ = no_grad.__enter__, no_grad.__exit__
+    no_grad.__enter__ = lambda self: None  # type: ignore[method-assign]
+    no_grad.__exit__ = lambda self, *exc: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        no_grad.__enter__, no_grad.__exit__ = enter, exit_  # type: ignore[method-assign]
+
+
+def _direct_apply(function_class: type) -> Callable[..., Any]:
+    """`Function.apply(...)` without the checkpoint: its forward, recording the graph."""
+
+    def apply(*args: Any) -> Any:
+        with _grad_recorded():
+            return function_class.forward(_PlainContext(), *args)
+
+    return apply
+
+
+_INHERITED = object()  # `apply` came from torch.autograd.Function: restored by deleting ours
+
+
 class _Patches:
     """Swap every binding of the real checkpoint functions; undo on exit."""
 
@@ -321,10 +420,19 @@ class _Patches:
             for sub in model.modules():
                 self.patch_namespace(sub, vars(sub))
 
+    def patch_hand_written(self) -> None:
+        """Run B: the `apply` of every hand-written checkpoint becomes a plain call."""
+        for function_class in _hand_written_checkpoints():
+            self.undo.append((function_class, "apply", function_class.__dict__.get("apply", _INHERITED)))
+            function_class.apply = staticmethod(_direct_apply(function_class))
+
     def restore(self) -> None:
         for owner, key, value in reversed(self.undo):
             try:
-                setattr(owner, key, value)
+                if value is _INHERITED:
+                    delattr(owner, key)
+                else:
+                    setattr(owner, key, value)
             except Exception:
                 pass
         self.undo.clear()
@@ -374,6 +482,7 @@ def direct_calls(model: Any = None) -> Iterator[None]:
             patches.patch_modules()
             patches.patch_model(model)
             _disable_hf_checkpointing(model)
+            patches.patch_hand_written()
             yield
     finally:
         patches.restore()
@@ -602,12 +711,14 @@ def run(make: Make, *, reference: bool, steps: int, plan: Optional[list[bool]] =
                     patches.patch_model(root)
                     if reference:
                         _disable_hf_checkpointing(root)
+                        patches.patch_hand_written()
 
                 deferred.on_root = adopt
                 model = None
             patches.patch_model(model)
             if reference:
                 _disable_hf_checkpointing(model)
+                patches.patch_hand_written()
             if initial_state is not None and isinstance(model, torch.nn.Module):
                 _align(model, initial_state)
             outcome.initial = _state_of(model)

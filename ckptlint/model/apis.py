@@ -23,6 +23,9 @@ class CheckpointApi:
     # Where the checkpointed callable and its first input sit among the positional arguments.
     function_index: int = 0
     inputs_from: int = 1
+    # False for a hand-written checkpoint whose backward re-runs the function without restoring
+    # torch's RNG state (as if `preserve_rng_state=False`).
+    restores_rng: bool = True
 
     @property
     def short_name(self) -> str:
@@ -89,6 +92,11 @@ INFERENCE_CONTEXTS = frozenset(
 )
 SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled"})
 ENABLE_GRAD = frozenset({"torch.enable_grad", "torch.autograd.enable_grad", "torch.autograd.grad_mode.enable_grad"})
+AUTOGRAD_FUNCTIONS = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
+# Calls that put torch's RNG back to a saved state (or scope a change to it).
+RNG_RESTORERS = frozenset(
+    {"torch.set_rng_state", "torch.random.set_rng_state", "torch.random.fork_rng", "torch.cuda.set_rng_state", "torch.cuda.random.set_rng_state"}
+)
 LIGHTNING_MODULES = frozenset(
     {
         "pytorch_lightning.LightningModule",

@@ -1071,6 +1071,12 @@ class ModelBuilder(ReadOnlyWalker):
         if isinstance(callee, Ref):
             if callee.qualname in KNOWN_APIS:
                 return KNOWN_APIS[callee.qualname], None
+            function_class = self.index.class_(callee.qualname[: -len(".apply")]) if callee.qualname.endswith(".apply") else None
+            if function_class is not None and function_class.recompute is not None:
+                function_index, inputs_from, restores = function_class.recompute
+                name = function_class.qualname.rsplit(".", 1)[-1]
+                source = f"`{name}` is a hand-written checkpoint (an autograd.Function that re-runs the function in backward), reentrant by construction"
+                return CheckpointApi(callee.qualname, ApiKind.CHECKPOINT, default_reentrant=True, default_source=source, function_index=function_index, inputs_from=inputs_from, restores_rng=restores), None
             spec = self.wrappers.get(callee.qualname)
             if spec is not None:
                 return (
@@ -1111,6 +1117,10 @@ class ModelBuilder(ReadOnlyWalker):
         spec = self.wrappers.get(api.qualname) if api.kind is ApiKind.PROJECT_WRAPPER else None
         if spec is not None and spec.preserve_rng_state is not None and preserve_node is None:
             preserve, preserve_node = spec.preserve_rng_state, node  # the checkpoint-functions setting
+        unreplayed = None
+        if not api.restores_rng:
+            preserve, preserve_node = False, node
+            unreplayed = f"`{api.qualname.rsplit('.', 2)[-2]}` re-runs the function in backward without restoring torch's RNG state"
         return CheckpointSite(
             kind=api.kind,
             api_name=api.qualname,
@@ -1121,6 +1131,7 @@ class ModelBuilder(ReadOnlyWalker):
             keywords=reaching,
             preserve_rng_state=preserve,
             preserve_rng_node=preserve_node,
+            rng_not_replayed=unreplayed,
             input_values=tuple(self.evaluate(a.value) for a in inputs if not a.star),
             keyword_values=tuple(self.evaluate(a.value) for a in reaching),
             has_star_args=any(a.star for a in inputs),

@@ -72,6 +72,8 @@ class CheckpointSite:
     keywords: tuple[cst.Arg, ...] = ()  # keyword arguments that reach the callable
     preserve_rng_state: Optional[bool] = True
     preserve_rng_node: Optional[cst.CSTNode] = None
+    # Why the recompute does not replay torch's RNG when no `preserve_rng_state=False` says so.
+    rng_not_replayed: Optional[str] = None
     # For transformers enable calls / TrainingArguments: the kwargs dict as spelled.
     kwargs_value: Optional[Value] = None
     kwargs_node: Optional[cst.CSTNode] = None

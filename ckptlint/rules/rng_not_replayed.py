@@ -13,6 +13,12 @@ if TYPE_CHECKING:
     from ckptlint.model.builder import FileModel
 
 
+HAND_WRITTEN_HELP = (
+    "save `torch.get_rng_state()` in the Function's forward and restore it around the re-run in backward "
+    "(`with torch.random.fork_rng(): torch.set_rng_state(ctx.rng_state)`), or use `torch.utils.checkpoint.checkpoint`"
+)
+
+
 class RngNotReplayed(Rule):
     code = "CKPT002"
     name = "rng-not-replayed"
@@ -31,10 +37,10 @@ class RngNotReplayed(Rule):
                     listed = ", ".join(dict.fromkeys(draws))
                     yield Diagnostic(
                         site.preserve_rng_node,
-                        f"`preserve_rng_state=False` while the region checkpointed by `{callee_name(site)}` draws random numbers "
-                        f"({listed}): the recompute draws different ones, so gradients are computed for masks the forward never "
-                        "used (measured: relative gradient error 0.7-2.0) and the global RNG stream shifts",
-                        "drop `preserve_rng_state=False` (the default True replays torch's RNG, making Dropout exact)",
+                        f"{site.rng_not_replayed or '`preserve_rng_state=False`'} while the region checkpointed by `{callee_name(site)}` "
+                        f"draws random numbers ({listed}): the recompute draws different ones, so gradients are computed for masks "
+                        "the forward never used (measured: relative gradient error 0.7-2.0) and the global RNG stream shifts",
+                        HAND_WRITTEN_HELP if site.rng_not_replayed else "drop `preserve_rng_state=False` (the default True replays torch's RNG, making Dropout exact)",
                         fixes=replay_rng(model, site),
                     )
             reseeded = {module for part in region.parts for module in part.facts.reseeds}
