@@ -20,9 +20,10 @@ from ckptlint.index import Block, Member, ModuleSummary, ProjectIndex
 from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINING_ARGUMENTS, KNOWN_APIS
 
 # Text that can only appear where a checkpoint site is; a checkpoint API imported under another
-# name is found through the names a statement reads instead.
+# name is found through the names a statement reads instead; a callee in parentheses,
+# `(checkpoint)(fn, x)`, is a call too.
 # (`gradient_checkpointing = False`, in every transformers model's __init__, switches nothing on.)
-SITE_TEXT = re.compile(r"checkpoint\w*\s*\(|checkpointing\w*\s*=(?!=)(?!\s*(?:False|None)\b)|use_reentrant|GradientCheckpointingLayer")
+SITE_TEXT = re.compile(r"checkpoint\w*[\s)]*\(|checkpointing\w*\s*=(?!=)(?!\s*(?:False|None)\b)|use_reentrant|GradientCheckpointingLayer")
 # Line ends as `ast` counts them, so that index line numbers address these lines.
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 

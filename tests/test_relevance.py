@@ -215,3 +215,11 @@ def test_calls_of_an_inferred_wrapper_are_found_in_files_without_checkpoint_text
     settings = Settings()
     report = lint(["."], settings, resolve_versions(settings, None, "2.13", "5.23"), jobs=1)
     assert [(f.path, f.line, f.code) for f in report.findings] == [("pkg/train.py", 8, "CKPT001")]
+
+
+def test_a_parenthesised_checkpoint_callee_is_a_site():
+    """`(checkpoint)(fn, x)` is a call of checkpoint too: the text prefilter let such a file
+    through only when another call was spelled plainly (found by the fuzzer's parentheses)."""
+    for spelling in ("(torch.utils.checkpoint.checkpoint)(block, x)", "(\n        checkpoint\n    )  (block, x)", "((checkpoint))(block, x)"):
+        source = f"import torch.utils.checkpoint\nfrom torch.utils.checkpoint import checkpoint\n\n\ndef step(block, x):\n    return {spelling}\n"
+        assert [(f.line, f.code) for f in lint_text(source).findings] == [(6, "CKPT006")], spelling
