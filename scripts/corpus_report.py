@@ -1,6 +1,7 @@
 """Lint large bodies of real Python and write docs/corpus-report.md: the running interpreter's
-standard library, torch's own Python sources (from this environment) and the corpora bench/run.py
-fetches (transformers, diffusers, timm, peft, accelerate). Per tree: files, lines, crashes
+standard library, torch's own Python sources (from this environment) and the triaged corpora
+(scripts/triage_corpus.py: the benchmark's transformers, diffusers, timm, peft and accelerate, and
+the further ones), fetched by bench/run.py's fetch_corpus. Per tree: files, lines, crashes
 (internal errors, tracebacks, exit codes other than 0/1/2: must be 0), the files ckptlint could
 not parse next to the files `compile()` rejects on the same Python (must be the same files), wall
 time and peak memory.
@@ -22,26 +23,25 @@ import shlex
 import subprocess
 import sys
 import sysconfig
-import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUT = ROOT / "docs" / "corpus-report.md"
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("bench_run", ROOT / "bench" / "run.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[spec.name] = module  # type: ignore[union-attr]  (its dataclasses look themselves up there)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+def _corpora() -> tuple[object, list[tuple[str, str]]]:
+    """bench/run.py (its fetch_corpus) and the triaged corpora: the benchmark's and the further ones."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import triage_corpus
+
+    bench = triage_corpus.load_bench()
+    return bench, [*bench.CORPORA, *triage_corpus.FURTHER_CORPORA]
 
 
 # Each tree is linted as it is: every file (no default excludes but caches), no .gitignore.
 CONFIG = 'exclude = ["__pycache__"]\nrespect-gitignore = false\n'
+CONFIG_PATH = ROOT / "bench" / ".cache" / "corpus-report.toml"  # git-ignored, beside the corpora
 # Run as a child so that its peak RSS (and its workers') is ours to read alone.
 MEASURE = """
 import resource, subprocess, sys, time
@@ -100,7 +100,7 @@ def lint(tree: Tree, config: Path) -> None:
     command = ["ckptlint", str(tree.root), "--config", str(config), "--no-cache", "--format", "json", "--exit-zero", "--no-progress"]
     if tree.excluded:
         command += ["--extend-exclude", ",".join(tree.excluded)]
-    tree.command = shlex.join(command)
+    tree.command = shlex.join([_short(part) if os.path.isabs(part) else part for part in command])
     executable = str(Path(sys.executable).with_name("ckptlint"))
     done = subprocess.run([sys.executable, "-c", MEASURE, executable, *command[1:]], capture_output=True)
     head, _, report = done.stdout.partition(b"\n")
@@ -132,9 +132,9 @@ def trees(skip_corpora: bool, corpus_dir: Path) -> list[Tree]:
     if torch is not None and torch.origin:
         found.append(Tree(f"torch {_version('torch')} (Python sources)", Path(torch.origin).parent))
     if not skip_corpora:
-        bench = _bench()
-        for name, version in bench.CORPORA:
-            found.append(Tree(f"{name} {version}", bench.fetch_corpus(corpus_dir, name, version)))
+        bench, corpora = _corpora()
+        for name, version in corpora:
+            found.append(Tree(f"{name} {version}", bench.fetch_corpus(corpus_dir, name, version)))  # type: ignore[attr-defined]
     return found
 
 
@@ -144,7 +144,7 @@ def _version(distribution: str) -> str:
     return version(distribution)
 
 
-def render(all_trees: list[Tree], command: str) -> str:
+def render(all_trees: list[Tree], command: str, load: tuple[float, float]) -> str:
     from ckptlint import __version__
 
     total = Tree("all", Path("."))
@@ -168,6 +168,8 @@ def render(all_trees: list[Tree], command: str) -> str:
         "reports as syntax errors or cannot decode (encoding), next to the files `compile()` rejects on the same Python; *not analysed* are",
         "valid files the analysis could not follow (reported as `cannot analyse`, exit code 2, the other files still linted).",
         "Peak memory is the largest resident set of one process (ckptlint or one of its workers).",
+        f"Load average (1 min) when the run started: {load[0]:.1f}, when it ended: {load[1]:.1f} (the machine was shared: wall times are not benchmarks, see benchmarks.md).",
+        f"`{_short(str(CONFIG_PATH))}` holds: `{'`, `'.join(CONFIG.strip().splitlines())}`.",
         "",
         "| tree | files | lines | checked | crashes | not parsed | compile() rejects | same files | not analysed | other errors | wall time | peak memory |",
         "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|",
@@ -179,7 +181,7 @@ def render(all_trees: list[Tree], command: str) -> str:
             f"| {name} | {tree.files:,} | {tree.lines:,} | {tree.checked:,} | {len(tree.crashes)} | {len(tree.not_parsed)} | {len(tree.rejected)} | {same} |"
             f" {len(tree.not_analysed)} | {len(tree.other_errors)} | {tree.seconds:.1f} s | {tree.peak_mb:,.0f} MB |"
         )
-    out += ["", "Commands (run from the repository root; the wrapper measures time and peak memory):", ""]
+    out += ["", "Commands (from the repository root, each in a wrapper process that measures time and peak memory):", ""]
     out += [f"- {tree.name}: `{tree.command}`" for tree in all_trees]
     for title, entries in (
         ("Crashes", [c for t in all_trees for c in t.crashes]),
@@ -194,9 +196,11 @@ def render(all_trees: list[Tree], command: str) -> str:
 
 
 def _short(path: str) -> str:
-    for prefix in (sysconfig.get_paths()["stdlib"], str(ROOT)):
-        if path.startswith(prefix + os.sep):
-            return os.path.relpath(path, prefix)
+    stdlib = sysconfig.get_paths()["stdlib"]
+    if path.startswith(str(ROOT) + os.sep):
+        return os.path.relpath(path, ROOT)
+    if path.startswith(stdlib + os.sep):
+        return os.path.relpath(path, stdlib)
     return path
 
 
@@ -208,14 +212,14 @@ def main() -> int:
     options = parser.parse_args()
     command = shlex.join(["python", "scripts/corpus_report.py", *sys.argv[1:]])
     all_trees = trees(options.skip_corpora, options.corpus_dir.resolve())
-    with tempfile.TemporaryDirectory(prefix="ckptlint-corpus-") as scratch:
-        config = Path(scratch) / "ckptlint.toml"
-        config.write_text(CONFIG)
-        for tree in all_trees:
-            print(f"linting {tree.name} ({tree.root})", file=sys.stderr, flush=True)
-            lint(tree, config)
-            print(f"  {tree.files:,} files, {tree.seconds:.1f} s, {len(tree.crashes)} crashes, {len(tree.not_parsed)} not parsed, {len(tree.rejected)} rejected by compile()", file=sys.stderr, flush=True)
-    options.output.write_text(render(all_trees, command))
+    CONFIG_PATH.parent.mkdir(parents=True, exist_ok=True)
+    CONFIG_PATH.write_text(CONFIG)
+    load_before = os.getloadavg()[0]
+    for tree in all_trees:
+        print(f"linting {tree.name} ({tree.root})", file=sys.stderr, flush=True)
+        lint(tree, CONFIG_PATH)
+        print(f"  {tree.files:,} files, {tree.seconds:.1f} s, {len(tree.crashes)} crashes, {len(tree.not_parsed)} not parsed, {len(tree.rejected)} rejected by compile()", file=sys.stderr, flush=True)
+    options.output.write_text(render(all_trees, command, (load_before, os.getloadavg()[0])))
     print(f"wrote {options.output}", file=sys.stderr)
     bad = any(t.crashes or set(t.not_parsed) != set(t.rejected) for t in all_trees)
     return 1 if bad else 0
