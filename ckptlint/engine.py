@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Seque
 from ckptlint import __version__, progress
 from ckptlint.cache import ResultCache
 from ckptlint.config import Settings
-from ckptlint.discovery import discover
+from ckptlint.discovery import Discovery, discover
 from ckptlint.findings import SAFE, UNSAFE, FileError, Finding, LintReport, Severity
 from ckptlint.index import ModuleSummary, ProjectIndex, project_fingerprint, summarize
 from ckptlint.lines import lines_of, newline_of
@@ -112,12 +112,12 @@ def _lint(
     project: Optional[Path],
 ) -> LintReport:
     report = LintReport()
+    discovery = discover([p for p in paths if p != "-"], settings)
+    state = ProjectFiles(project, settings, cache, discovery.files, paths) if project is not None else None
     read: _Read = []
-    units = _read(paths, settings, stdin, report, read)
+    units = _read(discovery, settings, stdin, report, state, read)
     named = frozenset(u.path for u in units)
-    state = None
-    if project is not None:
-        state = ProjectFiles(project, settings, cache)
+    if state is not None:
         units += _project_units(state, settings, units, read)
     jobs = max(1, jobs or os.cpu_count() or 1)
     summaries = _Summaries(units, cache, jobs, report, named)
@@ -227,10 +227,8 @@ def _optional_int(value: Any) -> bool:
 _Read = List[Tuple[str, os.stat_result, "_Unit"]]
 
 
-def _read(paths: Sequence[str], settings: Settings, stdin: Optional[tuple[str, str | bytes]], report: LintReport, read: _Read) -> list[_Unit]:
-    """The named files (and stdin); those read from disk go to `read` with their stat from before
-    the read, for `_remember`."""
-    discovery = discover([p for p in paths if p != "-"], settings)
+def _read(discovery: Discovery, settings: Settings, stdin: Optional[tuple[str, str | bytes]], report: LintReport, state: Optional[ProjectFiles], read: _Read) -> list[_Unit]:
+    """The named files (and stdin)."""
     report.errors.extend(FileError(p, "no such file or directory") for p in discovery.missing)
     units: list[_Unit] = []
     cwd = os.path.join(os.getcwd(), "")
@@ -238,16 +236,9 @@ def _read(paths: Sequence[str], settings: Settings, stdin: Optional[tuple[str, s
     for path in discovery.files:
         shown = _display_path(path, cwd)
         try:
-            stat: Optional[os.stat_result] = os.stat(path)
-        except OSError:
-            stat = None  # read_source says why
-        try:
-            units.append(_unit(read_source(shown, settings.max_file_size), path))
+            units.append(_load(str(path), shown, settings, state, read))
         except SourceError as error:
             report.errors.append(FileError(shown, str(error)))
-            continue
-        if stat is not None:
-            read.append((str(path), stat, units[-1]))
     if stdin is not None:
         filename, content = stdin
         try:
@@ -260,7 +251,9 @@ def _read(paths: Sequence[str], settings: Settings, stdin: Optional[tuple[str, s
 def _project_units(state: ProjectFiles, settings: Settings, named: list[_Unit], read: _Read) -> list[_Unit]:
     """The project's other lintable files (excludes respected), as the index of a run over the
     whole project sees them: a file named (or given on stdin) is taken as named, and what cannot be
-    read is left out (its errors belong to a run that names it). Those read go to `read`."""
+    read is left out (its errors belong to a run that names it)."""
+    if state.covered:
+        return []
     given = {os.path.abspath(u.path) for u in named}
     cwd = os.path.join(os.getcwd(), "")
     units: list[_Unit] = []
@@ -268,26 +261,31 @@ def _project_units(state: ProjectFiles, settings: Settings, named: list[_Unit], 
         if path in given:
             continue
         try:
-            stat = os.stat(path)
-        except OSError:
-            continue
-        if stat.st_size > settings.max_file_size:
-            continue
-        shown = _display_path(path, cwd)
-        known = state.known(path, stat)
-        if known is not None:
-            units.append(_Unit(shown, known.digest, known.module, known.is_package, declared=known.declared))
-            continue
-        try:
-            units.append(_unit(read_source(shown, settings.max_file_size), Path(path)))
+            units.append(_load(path, _display_path(path, cwd), settings, state, read))
         except SourceError:
             continue
-        read.append((path, stat, units[-1]))
     return units
 
 
+def _load(path: str, shown: str, settings: Settings, state: Optional[ProjectFiles], read: _Read) -> _Unit:
+    """The file at the absolute `path`: from the project's state while it is unchanged (not read),
+    else read; a file read goes to `read` with its stat from before the read, for `_remember`."""
+    try:
+        stat: Optional[os.stat_result] = os.stat(path)
+    except OSError:
+        stat = None  # read_source says why
+    if state is not None and stat is not None and stat.st_size <= settings.max_file_size:
+        known = state.known(path, stat)
+        if known is not None:
+            return _Unit(shown, known.digest, known.module, known.is_package, declared=known.declared)
+    unit = _unit(read_source(shown, settings.max_file_size), Path(path))
+    if stat is not None:
+        read.append((path, stat, unit))
+    return unit
+
+
 def _remember(state: ProjectFiles, read: _Read, summaries: _Summaries) -> None:
-    """Keep what this run learnt about the project files it read, for the next run."""
+    """Keep what this run learnt about the files it read, for the next run."""
     for path, stat, unit in read:
         declared = summaries.declared.get(unit.path)
         state.record(path, stat, Known(unit.digest, unit.module, unit.is_package, declared[1] if declared else None))

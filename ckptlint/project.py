@@ -17,7 +17,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from ckptlint import __version__
 from ckptlint.discovery import project_paths
@@ -43,10 +43,14 @@ class Known:
 class ProjectFiles:
     """The project's files (absolute paths, sorted) and what is known about each."""
 
-    def __init__(self, root: Path, settings: Settings, cache: Optional[ResultCache]) -> None:
-        self.paths = project_paths(str(root), settings)
+    def __init__(self, root: Path, settings: Settings, cache: Optional[ResultCache], named: list[Path], given: Sequence[str]) -> None:
+        """`named`: the files discovered from the paths `given` on the command line."""
+        root_text = os.path.abspath(root)
+        # A run over the root (or a folder above it) names every file of the project already.
+        self.covered = any(p != "-" and os.path.isdir(p) and _inside(root_text, os.path.abspath(p)) for p in given)
+        self.paths = [str(p) for p in named] if self.covered else project_paths(root_text, settings)
         self.cache = cache
-        self.key = f"t:{__version__}:{os.path.abspath(root)}"
+        self.key = f"t:{__version__}:{root_text}"
         # Module names depend on which folders are packages: another `__init__.py` renames modules.
         self.packages = hashlib.blake2b("\0".join(p for p in self.paths if os.path.basename(p) in ("__init__.py", "__init__.pyi")).encode(), digest_size=16).hexdigest()
         row = cache.get_many([self.key], _valid_state).get(self.key) if cache else None
@@ -100,6 +104,10 @@ class ProjectFiles:
         files = {path: entry for path, entry in self.entries.items() if path in present}
         state = {"packages": self.packages, "written": time.time_ns(), "files": files, "reports": self.reports}
         self.cache.put_many_json({self.key: json.dumps(state)})
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(os.path.join(folder, ""))
 
 
 def _valid_state(value: object) -> bool:

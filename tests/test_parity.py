@@ -77,21 +77,25 @@ def test_stdin_stands_for_the_project_file_of_its_name(fixture_project):
     assert on_disk.count("CKPT007") == codes.count("CKPT007") + 1
 
 
-def test_a_warm_run_naming_one_file_reads_no_other_file(fixture_project, monkeypatch):
+def test_a_warm_run_naming_one_file_reads_only_what_changed(fixture_project, monkeypatch):
     """The project's index, and which cached results can hold findings for the named file, come
-    from the cache: the other files are only stat'ed."""
+    from the cache: unchanged files are only stat'ed, named or not."""
     import ckptlint.engine
 
     cache = str(fixture_project.parent / "cache")
     _check("--cache-dir", cache, ".")
-    _check("--cache-dir", cache, "fixtures/moe_aux_loss.py")  # older than a second by now: trusted
     read: list[str] = []
     real = ckptlint.engine.read_source
     monkeypatch.setattr(ckptlint.engine, "read_source", lambda path, *args: read.append(path) or real(path, *args))
-    monkeypatch.setattr(ckptlint.project, "_RACY_NS", 0)
-    report = _check("--cache-dir", cache, "fixtures/crossfile/text/layers.py")
-    assert read == ["fixtures/crossfile/text/layers.py"]
-    assert [f["code"] for f in report["findings"]] == ["CKPT007"]
+    monkeypatch.setattr(ckptlint.project, "_RACY_NS", 0)  # written just now: trust it anyway
+    name = "fixtures/crossfile/text/layers.py"
+    assert [f["code"] for f in _check("--cache-dir", cache, name)["findings"]] == ["CKPT007"]
+    assert read == []
+    with open(name, "a") as staged:  # what pre-commit names: an edited file
+        staged.write("# edited\n")
+    assert [f["code"] for f in _check("--cache-dir", cache, name)["findings"]] == ["CKPT007"]
+    # The edited file, and the files whose cached results depended on it: re-analysed.
+    assert read[0] == name and {path.rsplit("/", 1)[0] for path in read} == {"fixtures/crossfile/text"}
 
 
 def test_an_edit_elsewhere_in_the_project_reaches_the_file_named(fixture_project):
