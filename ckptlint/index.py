@@ -80,9 +80,18 @@ class Freeze:
     # predicate become frozen (True), trainable (False) or either (None). Predicates are nested lists:
     # ["in", text], ["startswith", text], ["endswith", text], ["not", p], ["and"|"or", p, ...], ["unknown"].
     by_name: tuple[list, ...] = ()
+    # `gradient_checkpointing_enable()` ran on it: a PEFT wrap after that registers the input-grad hook.
+    checkpointing: bool = False
+    # Wrapped by PEFT (`get_peft_model`): hooked only when `checkpointing` already held then.
+    adapter_wrap: bool = False
+    # The class of the model a PEFT wrapper holds ("" unknown): what transformers hooks depends on it.
+    wrapped: str = ""
 
     def __bool__(self) -> bool:
-        return self.everything or bool(self.attrs or self.unfrozen or self.by_name) or self.input_grad_hook or self.hook_undone or self.thawed
+        return (
+            self.everything or bool(self.attrs or self.unfrozen or self.by_name) or self.input_grad_hook or self.hook_undone
+            or self.thawed or self.checkpointing or self.adapter_wrap
+        )
 
     def then(self, later: "Freeze") -> "Freeze":
         """This freezing followed by `later` on the same object."""
@@ -92,12 +101,15 @@ class Freeze:
             later.everything or (self.everything and not later.thawed),
             tuple(dict.fromkeys([*(a for a in self.attrs if a not in later.unfrozen and not later.thawed), *later.attrs])),
             tuple(dict.fromkeys([*(a for a in self.unfrozen if a not in later.attrs and not reset), *later.unfrozen])),
-            later.input_grad_hook or (self.input_grad_hook and not later.hook_undone),
+            later.input_grad_hook or (self.input_grad_hook and not later.hook_undone) or (later.adapter_wrap and self.checkpointing),
             first.line,
             first.path,
             later.hook_undone or (self.hook_undone and not later.input_grad_hook),
             self.thawed or later.thawed,
             (*(() if reset else self.by_name), *later.by_name),
+            self.checkpointing or later.checkpointing,
+            self.adapter_wrap or later.adapter_wrap,
+            later.wrapped or self.wrapped,
         )
 
     def state_of(self, attr: str, parameter_names: Optional[tuple[str, ...]]) -> tuple[Optional[bool], bool]:
@@ -465,19 +477,34 @@ class _Summarizer:
         found: dict[str, list[FreezeStep]] = {}
         ctors: dict[str, str] = {}
         built: list[tuple[str, list[FreezeStep]]] = []
+        wrapped: set[int] = set()  # PEFT calls already applied where their result is assigned
         for stmt in body:
             for node in _in_source_order(stmt):
                 if type(node) is ast.Call:
-                    self.call_steps(node, held, methods, owner)
+                    wrap = self.peft_effect(node, held, ctors) if id(node) not in wrapped else None
+                    if wrap is not None:
+                        held[wrap[0]].append(FreezeStep(wrap[1]))
+                    elif id(node) not in wrapped:
+                        self.call_steps(node, held, methods, owner)
                 elif type(node) is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
                     name = node.targets[0].id
-                    if name in held and _root_name(node.value) == name:
+                    wrap = self.peft_effect(node.value, held, ctors) if type(node.value) is ast.Call else None
+                    if wrap is None and name in held and _root_name(node.value) == name:
                         continue  # `model = model.to(device)`, `model = freeze(model)`: the same object
+                    if wrap is not None:
+                        # `model = get_peft_model(base, config)`: the wrapper holds the same model, so
+                        # both names see every later step; its steps are keyed by the wrapper's constructor.
+                        wrapped.add(id(node.value))
+                        held[wrap[0]].append(FreezeStep(wrap[1]))
+                        shared = held[wrap[0]]
                     held.pop(name, None)
                     if name in ctors:
                         built.append((ctors.pop(name), found.pop(name)))
                     made = self.constructed(node.value) if track else None
-                    if made is not None:
+                    if made is not None and wrap is not None:
+                        ctors[name] = made[0]
+                        held[name] = found[name] = shared
+                    elif made is not None:
                         ctors[name] = made[0]
                         held[name] = found[name] = made[1]
                 elif track and type(node) is ast.Return and type(node.value) is ast.Call:
@@ -492,11 +519,32 @@ class _Summarizer:
         built.extend((ctor, found[name]) for name, ctor in ctors.items())
         return of_params, built
 
+    def peft_effect(self, call: ast.Call, held: dict[str, list[FreezeStep]], ctors: dict[str, str]) -> Optional[tuple[str, Freeze]]:
+        """(the tracked variable whose model a PEFT call is handed, what the call does to it) for
+        `get_peft_model(model, ...)`, `PeftModel(...)` and `prepare_model_for_kbit_training(model)`."""
+        arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "model"), None)
+        if type(arg) is not ast.Name or arg.id not in held or not isinstance(call.func, (ast.Name, ast.Attribute)):
+            return None
+        freeze = self.peft_freeze(call, ctors.get(arg.id, ""))
+        return (arg.id, freeze) if freeze is not None else None
+
+    def peft_freeze(self, call: ast.Call, wrapped: str) -> Optional[Freeze]:
+        """What a PEFT call does to the model (of class `wrapped`) it is handed; None for other calls."""
+        callee = (self.qualify(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) else None) or ""
+        if callee in _PEFT_KBIT:
+            # Hooks the inputs of a quantized model only; whether it is quantized is not known here.
+            return Freeze(everything=True, input_grad_hook=True, line=call.lineno, path=self.path)
+        if callee in _PEFT_WRAPPERS or callee.startswith(_PEFT_MODEL_CLASSES):
+            return Freeze(everything=True, adapter_wrap=True, wrapped=wrapped, line=call.lineno, path=self.path)
+        return None
+
     def call_steps(self, call: ast.Call, steps: dict[str, list[FreezeStep]], methods: frozenset[str], owner: str = "") -> None:
         """Steps for a call handed a tracked object, or called on one. In a method of `owner`, `self.m(x)`
         calls the method `m` of the class (`self` its first parameter)."""
         func = call.func
-        if type(func) is ast.Attribute and func.attr not in _MODULE_API:
+        if type(func) is ast.Attribute and func.attr in _HF_ENABLE_KWARGS and type(func.value) is ast.Name and func.value.id in steps:
+            steps[func.value.id].append(FreezeStep(Freeze(checkpointing=True)))
+        elif type(func) is ast.Attribute and func.attr not in _MODULE_API:
             receiver = func.value
             if type(receiver) is ast.Name and receiver.id in steps:
                 if receiver.id != "self" or func.attr in methods:
@@ -543,6 +591,14 @@ class _Summarizer:
             if callee is None:
                 return None
             inner = value.args[0] if value.args else None
+            wrap = self.peft_freeze(value, "") if type(inner) is ast.Call else None
+            if wrap is not None:
+                # `get_peft_model(Net(), config)`: the wrapper, after what was done to the model inside it
+                made = self.constructed(inner)
+                if made is None:
+                    return callee, [FreezeStep(wrap), *steps]
+                wrap.wrapped = made[0]
+                return callee, [*made[1], FreezeStep(wrap), *steps]
             if type(inner) is ast.Call and _function_like(callee) and self.project_callee(func):
                 steps.insert(0, FreezeStep(callee=callee, slot="0"))
                 value = inner
@@ -843,6 +899,14 @@ def _strings(node: ast.AST) -> Optional[list[str]]:
     return [t for _, t in texts] if all(known and isinstance(t, str) for known, t in texts) else None
 
 
+# peft 0.21.2 (read and measured, tests/runtime/test_peft_order_runtime.py): these freeze every
+# parameter of the model they are handed except the adapters they add inside its layers, and register
+# the input-grad hook only if checkpointing is enabled on it already (`PeftModel.__init__`:
+# `if getattr(model, "is_gradient_checkpointing", True)`).
+_PEFT_WRAPPERS = frozenset({"peft.get_peft_model", "peft.mapping.get_peft_model", "peft.mapping_func.get_peft_model"})
+_PEFT_MODEL_CLASSES = ("peft.PeftModel", "peft.peft_model.PeftModel")  # and `.from_pretrained`, the task subclasses
+# Freezes every parameter; hooks the inputs (and enables checkpointing) only for a quantized model.
+_PEFT_KBIT = frozenset({"peft.prepare_model_for_kbit_training", "peft.utils.prepare_model_for_kbit_training", "peft.utils.other.prepare_model_for_kbit_training"})
 _HF_ENABLE_KWARGS = {"gradient_checkpointing_enable": "gradient_checkpointing_kwargs", "activation_checkpointing_enable": "activation_checkpointing_kwargs"}
 
 

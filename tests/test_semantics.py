@@ -687,6 +687,43 @@ def test_frozen_text_model_is_hooked_by_transformers_5_unless_the_hook_is_undone
     assert findings(body, transformers="4.57") == {(7, "CKPT005"), (12, "CKPT005")}
 
 
+def test_peft_hooks_the_inputs_only_of_a_model_already_checkpointed_when_it_wraps():
+    body = """
+        from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
+        from transformers import AutoModelForCausalLM, ViTForImageClassification
+        def wrapped_then_enabled(name):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            model = get_peft_model(model, LoraConfig())
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+        def enabled_on_the_base_afterwards(name):
+            base = AutoModelForCausalLM.from_pretrained(name)
+            model = get_peft_model(base, LoraConfig())
+            base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+            return model
+        def vision_wrapped_inline(config, path):
+            model = PeftModel.from_pretrained(ViTForImageClassification(config), path)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+        def enabled_then_wrapped(name):
+            model = ViTForImageClassification.from_pretrained(name)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+            return get_peft_model(model, LoraConfig())
+        def wrapped_then_hooked(name):
+            model = get_peft_model(ViTForImageClassification.from_pretrained(name), LoraConfig())
+            model.enable_input_require_grads()
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+        def prepared_for_kbit(name):
+            model = prepare_model_for_kbit_training(AutoModelForCausalLM.from_pretrained(name))
+            model = get_peft_model(model, LoraConfig())
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+        def wrapped_then_default(name):
+            model = get_peft_model(ViTForImageClassification.from_pretrained(name), LoraConfig())
+            model.gradient_checkpointing_enable()
+        """
+    assert findings(body, transformers="5.23") == {(15, "CKPT005")}  # 5.x hooks input_ids models itself; default non-reentrant
+    # 4.x hooks nothing for a PEFT wrapper, and its default is reentrant
+    assert findings(body, transformers="4.57") == {(7, "CKPT005"), (11, "CKPT005"), (15, "CKPT005"), (30, "CKPT005")}
+
+
 WRAPPERS = """
 def run_ckpt(fn, *args, **kwargs):
     return checkpoint(functools.partial(fn, **kwargs), *args, use_reentrant=True)

@@ -16,8 +16,6 @@ from ckptlint.versions import transformers_default_reentrant
 if TYPE_CHECKING:
     from ckptlint.model.builder import FileModel
 
-# Objects built this way get the input-grad hook from PEFT.
-PEFT_HOOKED = ("peft.get_peft_model", "peft.PeftModel", "peft.prepare_model_for_kbit_training", "peft.mapping.get_peft_model")
 # Model classes whose main input is not `input_ids` (pixel_values, input_features, ...).
 VISION_OR_AUDIO = ("Image", "Vision", "Vit", "ViT", "Detection", "Segmentation", "Depth", "Audio", "Speech", "CTC", "Video", "Whisper", "Wav2Vec")
 
@@ -44,13 +42,20 @@ class FrozenUpstreamReentrant(Rule):
             elif site.kind is ApiKind.HF_ENABLE and site.reentrant:
                 freeze = self.frozen_model(model, site)
                 if freeze is not None:
+                    frozen = (
+                        f"frozen but for its adapters by PEFT (line {freeze.line}), which hooks the embedding output only "
+                        f"when checkpointing is enabled before it wraps,"
+                        if freeze.adapter_wrap
+                        else f"frozen (line {freeze.line})"
+                    )
                     yield Diagnostic(
                         site.call,
-                        f"reentrant gradient checkpointing is enabled on a model whose parameters are frozen (line {freeze.line}) "
+                        f"reentrant gradient checkpointing is enabled on a model whose parameters are {frozen} "
                         f"and nothing makes the embedding output require grad: the checkpointed layers get no gradient or "
                         f"backward fails with \"element 0 of tensors does not require grad\"; {site.mode.reason}",
                         "pass `gradient_checkpointing_kwargs={\"use_reentrant\": False}`, or call "
-                        "`model.enable_input_require_grads()` after freezing",
+                        "`model.enable_input_require_grads()` after freezing"
+                        + (" (or enable checkpointing before `get_peft_model`)" if freeze.adapter_wrap else ""),
                         fixes=input_require_grads(model, site),
                     )
 
@@ -67,11 +72,10 @@ class FrozenUpstreamReentrant(Rule):
         freeze = model.index.instance_freeze(model.module, function, ctor)
         if freeze is None or not (freeze.everything or freeze.attrs) or freeze.input_grad_hook:
             return None
-        if ctor.startswith(PEFT_HOOKED):
-            return None
         if transformers_default_reentrant(model.versions.transformers) or freeze.hook_undone:
             return freeze  # 4.x adds the hook only with PEFT; disabling it or swapping embeddings drops it
         # 5.x hooks models whose main input is `input_ids`; vision and audio models get nothing.
+        ctor = freeze.wrapped or ctor  # under a PEFT wrapper, the class of the model it holds
         main_input = model.index.attribute(ctor, "main_input_name")
         if main_input is not None and main_input.has_constant:
             return freeze if main_input.constant != "input_ids" else None
