@@ -51,6 +51,15 @@ def is_pretrained(model: Any) -> bool:
     return base is not None and isinstance(model, base)
 
 
+def _pretrained_inside(model: Any) -> Optional[Any]:
+    """The transformers model itself, or the one a PEFT wrapper (`get_peft_model`) holds."""
+    if is_pretrained(model):
+        return model
+    get_base_model = getattr(model, "get_base_model", None)
+    base = get_base_model() if callable(get_base_model) else None
+    return base if is_pretrained(base) else None
+
+
 def _config_class_for(cls: type, name: Any) -> Optional[type]:
     config_class = getattr(cls, "config_class", None)
     if isinstance(config_class, type):
@@ -108,14 +117,15 @@ def offline_from_pretrained(built: list[str]) -> Iterator[None]:
 
 
 def model_inputs(model: Any, keywords: list[str], device: str) -> Optional[tuple[dict[str, Any], str]]:
-    """Keyword inputs for a transformers model: its main input (token ids below the vocabulary,
+    """Keyword inputs for a transformers model (or a PEFT wrapper of one): its main input (token ids below the vocabulary,
     or pixel values of the configured size), plus the keywords the project passes that can be
     synthesised (`attention_mask`, `labels`). None when the model is not a transformers model."""
-    if not is_pretrained(model):
+    pretrained = _pretrained_inside(model)
+    if pretrained is None:
         return None
-    config = model.config
+    config = pretrained.config
     generator = torch.Generator().manual_seed(1234)
-    main = getattr(model, "main_input_name", "input_ids")
+    main = getattr(pretrained, "main_input_name", "input_ids")
     batch: dict[str, Any] = {}
     if main == "pixel_values":
         channels, size = getattr(config, "num_channels", 3), getattr(config, "image_size", 32)

@@ -20,6 +20,7 @@ EXAMPLES = FIXTURES / "confirm_examples.py"
 HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
 HAS_NUMPY = importlib.util.find_spec("numpy") is not None
 HAS_LIGHTNING = importlib.util.find_spec("lightning") is not None
+HAS_PEFT = importlib.util.find_spec("peft") is not None
 
 
 def line_in(path: Path, scope: str, needle: str) -> int:
@@ -58,7 +59,7 @@ def verdicts_at(folder: Path, cases: Iterable[tuple[str, str, str, str]], *, exa
 
 
 def needs_transformers(path: str) -> bool:
-    return any(name in path for name in ("gpt2_cross_attention", "hf_vision_adapters", "hf_finetune", "hf_from_pretrained", "hf_relative_position"))
+    return any(name in path for name in ("gpt2_cross_attention", "hf_vision_adapters", "hf_finetune", "hf_from_pretrained", "hf_relative_position", "peft_order"))
 
 
 def needs_lightning(path: str) -> bool:
@@ -67,6 +68,8 @@ def needs_lightning(path: str) -> bool:
 
 def missing_module(path: str) -> Optional[str]:
     """The package a fixture needs that is not installed here, if any."""
+    if "peft_order" in path and not HAS_PEFT:  # imported before transformers, which peft needs too
+        return "peft"
     if needs_transformers(path) and not HAS_TRANSFORMERS:
         return "transformers"
     if needs_lightning(path) and not HAS_LIGHTNING:

@@ -69,6 +69,7 @@ EVIDENCE = {
     **{("freezes_anywhere.py", line, "CKPT005"): [r"blocks\.0\.lora_A: grad None with checkpointing"] for line in (75, 143, 176, 192, 231, 254)},
     ("hf_vision_adapters.py", 128, "CKPT005"): [r"element 0 of tensors does not require grad", r"pixel_values=float32\[2, 3, 8, 8\]"],
     ("hf_vision_adapters.py", 139, "CKPT005"): [r"element 0 of tensors does not require grad"],
+    ("peft_order.py", 43, "CKPT005"): [r"element 0 of tensors does not require grad", r"built by vit_wrapped_then_enabled\(\) on pixel_values=float32\[2, 3, 8, 8\]"],
     **{("hf_vision_adapters.py", line, "CKPT006"): [r"ran with use_reentrant omitted: effective use_reentrant=True", r"should be passed explicitly"] for line in (172, 178)},
     ("forwarded_kwargs.py", 14, "CKPT006"): [r"checkpoint at forwarded_kwargs\.py:14 ran with use_reentrant omitted", r"example forwarded_kwargs_wrapper\(\)"],
     ("moe_aux_loss.py", 41, "CKPT007"): [r"blocks\.0\.aux_loss: requires_grad False with checkpointing at the end of forward; True without"],
@@ -187,6 +188,9 @@ LOOK_ALIKES = [
     )),
     ("hf_vision_adapters.py", "build_reentrant_with_input_grads", "gradient_checkpointing_enable(", "CKPT005"),
     ("hf_vision_adapters.py", "build_default", "gradient_checkpointing_enable(", "CKPT005"),
+    *(("peft_order.py", name, "gradient_checkpointing_enable(", "CKPT005") for name in (
+        "vit_enabled_then_wrapped", "vit_wrapped_then_enabled_with_input_grads", "llama_wrapped_then_enabled", "llama_enabled_then_wrapped",
+    )),
     ("hf_vision_adapters.py", "enable_checkpointing_or_non_reentrant", "gradient_checkpointing_enable(", "CKPT006"),
     ("hf_vision_adapters.py", "enable_checkpointing_as_told", "gradient_checkpointing_enable(", "CKPT006"),
     ("import_spellings.py", "ExplicitTower", "cp.checkpoint(self.layers[0], h, use_reentrant=False)", "CKPT006"),
