@@ -24,7 +24,8 @@ from ckptlint.confirm.failures import EXAMPLE_HINT, CannotRun, skeleton, stop_on
 from ckptlint.findings import CRASHED, NEEDS_EXAMPLE
 from ckptlint.names import module_name_for
 
-# Lightning runs these under torch.no_grad(); --confirm calls them the same way.
+# Lightning runs these with grad disabled (torch.no_grad() in fit's validation loop); --confirm calls
+# them under torch.no_grad().
 NO_GRAD_METHODS = ("validation_step", "test_step", "predict_step")
 
 
@@ -188,13 +189,18 @@ def _class_plan(job: dict[str, Any], module: types.ModuleType, target: type, usa
         model = construct()
         model.train()
         args, kwargs = found.make()
-        entry = getattr(model, method) if method else model
-        if method in NO_GRAD_METHODS:
-            return model, lambda: _without_grad(entry, args, kwargs)
-        return model, lambda: entry(*args, **kwargs)
+        return model, _calling(model, method, args, kwargs)
 
     shown = f"ran {how}.{entry_name}({found.shown})" if method else f"ran {how} on {found.shown}"
     return Plan(make, shown + (f"; {found.tried}" if found.tried else ""))
+
+
+def _calling(model: nn.Module, method: Optional[str], args: Sequence[Any], kwargs: dict[str, Any]) -> Callable[[], Any]:
+    """`model(...)` or `model.method(...)`, without grad for the steps Lightning runs that way."""
+    entry = getattr(model, method) if method else model
+    if method in NO_GRAD_METHODS:
+        return lambda: _without_grad(entry, args, kwargs)
+    return lambda: entry(*args, **kwargs)
 
 
 def _without_grad(entry: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
@@ -218,8 +224,7 @@ def _example_plan(target: Any, factory: Callable[..., Any], method: Optional[str
         if not isinstance(model, nn.Module):
             raise TypeError(f"example {name}() must return an nn.Module first, got {type(model).__name__}")
         model.train()
-        entry = getattr(model, method) if method else model
-        return model, lambda: entry(*args, **kwargs)
+        return model, _calling(model, method, args, kwargs)
 
     shown = getattr(target, "__qualname__", str(target))
     return Plan(make, f"ran {shown} with example {name}()")

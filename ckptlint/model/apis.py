@@ -109,3 +109,5 @@ LIGHTNING_MODULES = frozenset(
     }
 )
 LIGHTNING_NO_GRAD_STEPS = frozenset({"validation_step", "test_step", "predict_step"})
+# Lightning's fit loop passes the DataLoader's batch, moved to the device, as the first argument.
+LIGHTNING_TRAINING_STEP = "training_step"

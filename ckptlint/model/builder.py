@@ -34,12 +34,13 @@ from ckptlint.model.apis import (
     KNOWN_APIS,
     LIGHTNING_MODULES,
     LIGHTNING_NO_GRAD_STEPS,
+    LIGHTNING_TRAINING_STEP,
     NO_GRAD_CONTEXTS,
     SET_GRAD_ENABLED,
     WRAP_POLICY_CLASSES,
     CheckpointApi,
 )
-from ckptlint.model.dataflow import TENSOR_ATTRIBUTES, Dataflow, entry_value
+from ckptlint.model.dataflow import TENSOR_ATTRIBUTES, Dataflow, entry_value, loader_batch
 from ckptlint.model.modes import hf_kwargs_mode
 from ckptlint.model.sites import (
     ApiKind,
@@ -253,15 +254,16 @@ class ModelBuilder(ReadOnlyWalker):
         data_input = node.name.value == "forward" and class_qualname in self.top_level
         for name in params:
             scope.bindings[name] = (data_input and entry_value(qualname, name)) or Param(name, qualname)
+        if node.name.value == LIGHTNING_TRAINING_STEP and len(params) > 1 and self.is_lightning(class_qualname):
+            scope.bindings[params[1]] = loader_batch(qualname, params[1])
         for decorator in node.decorators:
             scope.grad.append(self.grad_mark(decorator.decorator, decorator, as_decorator=True))
-        if (
-            scope.class_qualname
-            and node.name.value in LIGHTNING_NO_GRAD_STEPS
-            and self.index.is_subclass(scope.class_qualname, LIGHTNING_MODULES)
-        ):
+        if node.name.value in LIGHTNING_NO_GRAD_STEPS and self.is_lightning(scope.class_qualname):
             scope.grad.append(GradContext(f"Lightning `{node.name.value}` (runs under torch.no_grad())", node.name))
         self.scopes.append(scope)
+
+    def is_lightning(self, class_qualname: Optional[str]) -> bool:
+        return class_qualname is not None and self.index.is_subclass(class_qualname, LIGHTNING_MODULES)
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         scope = self.scopes.pop()

@@ -38,6 +38,12 @@ def entry_value(function: str, name: str) -> Optional[Value]:
     return Tensor(Grad.NONE, f"`{name}` is an input of `{owner}.{method}`, a top-level model (data does not require grad)")
 
 
+def loader_batch(function: str, name: str) -> Tensor:
+    """The batch Lightning's fit loop passes to `training_step`: the DataLoader's, whatever its name."""
+    owner, method = function.rsplit(".", 2)[-2:]
+    return Tensor(Grad.NONE, f"`{name}` of `{owner}.{method}` is the DataLoader's batch (data does not require grad)")
+
+
 class Dataflow:
     def __init__(self, index: ProjectIndex) -> None:
         self.index = index

@@ -79,6 +79,9 @@ EVIDENCE = {
     ("eval_paths.py", 35, "CKPT008"): [r"checkpoint at eval_paths\.py:35 ran with grad disabled"],
     ("eval_paths.py", 49, "CKPT008"): [r"checkpoint at eval_paths\.py:49 ran with grad disabled"],
     ("eval_paths.py", 59, "CKPT008"): [r"checkpoint at eval_paths\.py:59 ran with grad disabled"],
+    ("lightning_steps.py", 28, "CKPT001"): [r"block\.0\.weight: grad None with checkpointing", r"example lightning_pairs\(\)"],
+    ("lightning_steps.py", 50, "CKPT001"): [r"block\.0\.weight: grad None with checkpointing", r"example lightning_tokens\(\)"],
+    ("lightning_steps.py", 33, "CKPT008"): [r"checkpoint at lightning_steps\.py:33 ran with grad disabled", r"example lightning_pairs\(\)"],
 }
 OMITTED = r"ran with use_reentrant omitted: effective use_reentrant=True \(reentrant\)"
 OMITTED_WARNING = r"torch warned: torch\.utils\.checkpoint(\.checkpoint_sequential)?: the use_reentrant parameter should be passed explicitly"
@@ -157,6 +160,8 @@ LOOK_ALIKES = [
     ("raw_input_checkpoint.py", "SequentialEncoderNonReentrant", "checkpoint_sequential(", "CKPT001"),
     ("raw_input_checkpoint.py", "LatentGeneratorNoiseGrad", "checkpoint(", "CKPT001"),
     ("raw_input_checkpoint.py", "fit_linear_probe_fixed", "checkpoint(", "CKPT001"),
+    ("lightning_steps.py", "LitStem", "checkpoint(", "CKPT001"),
+    ("lightning_steps.py", "LitNonReentrant", "checkpoint(", "CKPT001"),
     ("rng_replay.py", "Tagger", "checkpoint(", "CKPT002"),
     ("rng_replay.py", "FunctionalTagger", "checkpoint(", "CKPT002"),
     ("rng_replay.py", "FastDeterministicTagger", "checkpoint(", "CKPT002"),

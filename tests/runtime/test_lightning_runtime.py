@@ -1,0 +1,107 @@
+"""Lightning at runtime: what a real `Trainer.fit` hands the steps of fixtures/lightning_steps.py.
+
+Measured with lightning 2.6.6 on torch 2.13 (CPU): `training_step` gets the DataLoader's batch with
+nothing requiring grad, so a reentrant checkpoint on it leaves the block's parameters without
+gradients (CKPT001); `validation_step` runs with grad disabled (CKPT008): under `torch.no_grad()` in fit's validation loop
+(built with `inference_mode=False`), under `torch.inference_mode()` in `trainer.validate` (and test /
+predict, with the default `Trainer(inference_mode=True)`). The correct
+look-alikes train every parameter.
+"""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+lightning = pytest.importorskip("lightning")
+pytorch_lightning = pytest.importorskip("pytorch_lightning")
+
+from ckpt_runtime import load_fixture  # noqa: E402
+
+fx = load_fixture("lightning_steps")
+
+
+def fit(module, batches, *, validate=False, only_validate=False):
+    """One fit step on `batches` (one validation batch too with `validate`; `trainer.validate` alone
+    with `only_validate`), recording what each step sees."""
+    seen = {}
+
+    def spy(name, step):
+        def run(batch, batch_idx):
+            seen[name] = {
+                "batch requires grad": any(t.requires_grad for t in _tensors(batch)),
+                "grad enabled": torch.is_grad_enabled(),
+                "inference mode": torch.is_inference_mode_enabled(),
+            }
+            result = step(batch, batch_idx)
+            if name == "training_step":
+                seen["grads"] = {}
+                result.backward(retain_graph=True)
+                seen["grads"] = {n: p.grad for n, p in module.named_parameters()}
+                module.zero_grad()
+            return result
+
+        return run
+
+    module.training_step = spy("training_step", module.training_step)
+    module.validation_step = spy("validation_step", module.validation_step)
+    # `pytorch_lightning` and `lightning.pytorch` are separate class trees: each needs its own Trainer.
+    package = pytorch_lightning if isinstance(module, pytorch_lightning.LightningModule) else lightning
+    trainer = package.Trainer(
+        max_steps=1, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=1,
+    )
+    loader = torch.utils.data.DataLoader(batches, batch_size=4)
+    if only_validate:
+        trainer.validate(module, loader, verbose=False)
+    else:
+        trainer.fit(module, loader, loader if validate else None)
+    return seen
+
+
+def _tensors(batch):
+    if isinstance(batch, torch.Tensor):
+        return [batch]
+    values = batch.values() if isinstance(batch, dict) else batch
+    return [t for value in values for t in _tensors(value)]
+
+
+def pairs(n=4):
+    generator = torch.Generator().manual_seed(0)
+    return list(zip(torch.randn(n, 8, generator=generator), torch.randint(0, 2, (n,), generator=generator)))
+
+
+def test_lightning_version_measured():
+    assert lightning.__version__.startswith("2.6")
+
+
+def test_training_step_batch_is_loader_data_and_the_reentrant_block_gets_no_grad():
+    torch.manual_seed(0)
+    seen = fit(fx.LitPairs(), pairs(), validate=True)
+    assert seen["training_step"] == {"batch requires grad": False, "grad enabled": True, "inference mode": False}
+    grads = seen["grads"]
+    assert grads["block.0.weight"] is None and grads["block.0.bias"] is None
+    assert grads["head.weight"] is not None and grads["head.weight"].abs().sum() > 0
+
+
+def test_validation_step_runs_without_grad_in_fit_and_under_inference_mode_in_validate():
+    torch.manual_seed(0)
+    # fit's own validation loop is built with inference_mode=False: torch.no_grad()
+    seen = fit(fx.LitPairs(), pairs(), validate=True)
+    assert seen["validation_step"] == {"batch requires grad": False, "grad enabled": False, "inference mode": False}
+    # trainer.validate / test / predict honour Trainer(inference_mode=True), the default
+    seen = fit(fx.LitPairs(), pairs(), only_validate=True)
+    assert seen["validation_step"] == {"batch requires grad": False, "grad enabled": False, "inference mode": True}
+
+
+def test_dict_batch_is_loader_data_too():
+    torch.manual_seed(0)
+    batches = [{"features": x, "labels": y} for x, y in pairs()]
+    seen = fit(fx.LitTokens(), batches)
+    assert seen["training_step"]["batch requires grad"] is False
+    assert seen["grads"]["block.0.weight"] is None
+
+
+@pytest.mark.parametrize("look_alike", [fx.LitStem, fx.LitNonReentrant])
+def test_look_alikes_train_every_parameter(look_alike):
+    torch.manual_seed(0)
+    seen = fit(look_alike(), pairs(), validate=True)
+    assert all(g is not None and g.abs().sum() > 0 for g in seen["grads"].values()), seen["grads"]
