@@ -69,7 +69,7 @@ def confirm(
             confirmations[finding] = _confirmation(COULD_NOT_RUN, (target.reason,), label, "", target.cause, target.example)
         else:
             groups.setdefault(target, []).append(finding)
-    shown = {target: findings[0].path for target, findings in groups.items()}
+    shown = {target: _shown_path(target, findings[0]) for target, findings in groups.items()}
     jobs_list = [_job(target, findings, example_files, device, texts.get(target.path)) for target, findings in groups.items()]
     for job, target in zip(jobs_list, groups):
         job["usage"] = _usage(target, texts.get(target.path))
@@ -108,6 +108,13 @@ def _confirmation(verdict: str, evidence: Sequence[str], target: str, device: st
     )
 
 
+def _shown_path(target: targets.Target, finding: Finding) -> str:
+    """The target's file as the finding's path is shown (a target may live in another file)."""
+    if os.path.abspath(finding.path) == target.path:
+        return finding.path
+    return target.path if os.path.isabs(finding.path) else os.path.relpath(target.path)
+
+
 def _usage(target: targets.Target, source: Optional[str]) -> dict[str, Any]:
     """How the project builds and calls the target (read statically from its files)."""
     import ast
@@ -133,7 +140,7 @@ def _job(target: targets.Target, findings: Sequence[Finding], examples: Sequence
         "method": target.method,
         "builders": list(target.builders),
         "constructs": list(target.constructs),
-        "findings": [{"code": f.code, "line": f.line, "end_line": f.end_line} for f in findings],
+        "findings": [{"code": f.code, "path": os.path.abspath(f.path), "line": f.line, "end_line": f.end_line} for f in findings],
         "examples": list(examples),
         "device": device,
         "steps": 2 if any(f.code in _TWO_STEP_CODES for f in findings) else 1,

@@ -124,7 +124,7 @@ def _run_plans(job: dict[str, Any], module: Any, device: str, example_errors: li
                 continue
         verdicts = []
         for finding in job["findings"]:
-            verdict, evidence = ab.verdict(finding["code"], report, job["path"], finding["line"], finding.get("end_line"))
+            verdict, evidence = ab.verdict(finding["code"], report, finding.get("path", job["path"]), finding["line"], finding.get("end_line"))
             if verdict != COULD_NOT_RUN:
                 evidence = evidence + [plan.description] + list(dict.fromkeys(built)) + [f"before that, tried: {t}" for t in tried]
             verdicts.append({"verdict": verdict, "evidence": evidence, "cause": CRASHED if verdict == COULD_NOT_RUN else ""})
@@ -149,9 +149,10 @@ def _missed(report: Any, job: dict[str, Any]) -> str:
     if not report.calls:
         return "no checkpoint call ran"
     for finding in job["findings"]:
+        path = finding.get("path", job["path"])
         lines = range(finding["line"], (finding.get("end_line") or finding["line"]) + 1)
-        at_site = any("checkpoint" in linecache.getline(job["path"], n) for n in lines)
-        if at_site and not ab.calls_at(report, job["path"], finding["line"], finding.get("end_line") or finding["line"]):
+        at_site = any("checkpoint" in linecache.getline(path, n) for n in lines)
+        if at_site and not ab.calls_at(report, path, finding["line"], finding.get("end_line") or finding["line"]):
             return f"the checkpoint call at line {finding['line']} did not run"
     return ""
 

@@ -1,9 +1,11 @@
 """Which code to run for a finding, decided statically (ast only, nothing is imported here).
 
 - A finding inside a class: the outermost module class of the same file that builds it (the
-  class that actually checkpoints a block is usually the model that owns the block), or the class
-  itself when nothing builds it or an `@ckptlint.example` names it. A finding in a method other
-  than `forward` of that class runs that method.
+  class that actually checkpoints a block is usually the model that owns the block); when nothing
+  in its file builds it, the outermost class of another project file that imports and builds it
+  (a layer whose region `encoder.py` checkpoints); the class itself when nothing builds it or an
+  `@ckptlint.example` names it. A finding in a method other than `forward` of that class runs
+  that method.
 - A finding inside a module-level function: the function, run through an example factory; or,
   when all its required parameters can be synthesised (a `config` of a model class it builds),
   called directly — a builder that returns the model.
@@ -196,6 +198,10 @@ def _class_target(
         owner = _owning_root(facts, cls.name)
         if owner != cls.name:
             root, via = owner, f"{owner} builds {cls.name}"
+        else:
+            elsewhere = _owner_in_project(path, cls.name)
+            if elsewhere is not None:
+                path, facts, root, via = elsewhere
     method = None
     if root == cls.name and len(chain) > 1:
         inner = chain[1]
@@ -226,6 +232,66 @@ def _owning_root(facts: _FileFacts, name: str) -> str:
         if "checkpoint" in ast.unparse(facts.classes[candidate]):
             return candidate
     return (roots or users)[0]
+
+
+_MAX_FILE_HOPS = 3
+
+
+def _owner_in_project(path: str, name: str) -> Optional[tuple[str, _FileFacts, str, str]]:
+    """The class that runs `name` (defined in `path`, built by nothing in its file) as part of a
+    model: the outermost class of another project file that imports and builds it, followed through
+    at most _MAX_FILE_HOPS files. Returns (its file, its facts, its name, why)."""
+    found: Optional[tuple[str, _FileFacts, str, str]] = None
+    seen = {path}
+    for _ in range(_MAX_FILE_HOPS):
+        step = _builder_elsewhere(path, name, seen)
+        if step is None:
+            break
+        path, facts, builder = step
+        seen.add(path)
+        root = _owning_root(facts, builder)
+        found = (path, facts, root, f"{root} ({os.path.basename(path)}) builds {found[2] if found else name}")
+        name = root
+    return found
+
+
+def _builder_elsewhere(path: str, name: str, seen: set[str]) -> Optional[tuple[str, _FileFacts, str]]:
+    """A class of another project file that imports `name` from `path`'s module (or its package)
+    and builds it; one that checkpoints something first."""
+    from ckptlint.confirm.usage import project_files
+
+    module, package = Path(path).stem, Path(path).parent.name
+    candidates: list[tuple[str, _FileFacts, str]] = []
+    for file in project_files(path):
+        file = os.path.abspath(file)
+        if file in seen:
+            continue
+        facts = _file_facts(file) if _mentions(file, name) else None
+        if facts is None or not _imports_from(facts.tree, name, file, module, package, os.path.dirname(path)):
+            continue
+        candidates += [(file, facts, cls) for cls, node in facts.classes.items() if name in _called_names(node)]
+    for candidate in candidates:
+        if "checkpoint" in ast.unparse(candidate[1].classes[candidate[2]]):
+            return candidate
+    return candidates[0] if candidates else None
+
+
+def _mentions(path: str, name: str) -> bool:
+    try:
+        return name.encode() in Path(path).read_bytes()
+    except OSError:
+        return False
+
+
+def _imports_from(tree: ast.Module, name: str, file: str, module: str, package: str, folder: str) -> bool:
+    """Whether `tree` has `from <module> import name`, `from <its package> import name` or, in the
+    same folder, `from . import name` (re-exported by the package's `__init__`)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any(alias.name == name for alias in node.names):
+            source = (node.module or "").rsplit(".", 1)[-1]
+            if source in (module, package) or (node.level and not source and os.path.dirname(file) == folder):
+                return True
+    return False
 
 
 def _builds(facts: _FileFacts, name: str, seen: set[str]) -> set[str]:

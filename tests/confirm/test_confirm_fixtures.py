@@ -28,9 +28,9 @@ pytest.importorskip("torch")
 # be imported, hf_finetune.py needs a pretrained model from the Hub.
 NO_EXAMPLE = ("never_executed.py", "hf_finetune.py")
 # Findings reported into another file than the checkpoint that causes them (the static analysis
-# follows the checkpoint of `encoder.py` into `layers.py`): --confirm replays the checkpoint sites
-# of the finding's own file, so it runs this one without its cause. Known limitation.
-ACROSS_FILES = ("crossfile/text/layers.py",)
+# follows the checkpoint of `encoder.py` into `layers.py`): --confirm runs the model of the other
+# file that builds the finding's class.
+ACROSS_FILES = {"crossfile/text/layers.py": "crossfile/text/encoder.py::TextEncoder"}
 
 # (file, line, code) -> evidence the confirmation must contain (regular expressions).
 EVIDENCE = {
@@ -72,6 +72,7 @@ EVIDENCE = {
     ("peft_order.py", 43, "CKPT005"): [r"element 0 of tensors does not require grad", r"built by vit_wrapped_then_enabled\(\) on pixel_values=float32\[2, 3, 8, 8\]"],
     **{("hf_vision_adapters.py", line, "CKPT006"): [r"ran with use_reentrant omitted: effective use_reentrant=True", r"should be passed explicitly"] for line in (172, 178)},
     ("forwarded_kwargs.py", 14, "CKPT006"): [r"checkpoint at forwarded_kwargs\.py:14 ran with use_reentrant omitted", r"example forwarded_kwargs_wrapper\(\)"],
+    ("layers.py", 46, "CKPT007"): [r"attention\.0\.attn_maps: list of 4 with checkpointing after backward; list of 2 without"],
     ("moe_aux_loss.py", 41, "CKPT007"): [r"blocks\.0\.aux_loss: requires_grad False with checkpointing at the end of forward; True without"],
     ("moe_aux_loss.py", 56, "CKPT007"): [r"blocks\.0\.router_logits: list of 4 with checkpointing after backward; list of 2 without"],
     ("moe_aux_loss.py", 71, "CKPT007"): [r"buffer blocks\.0\.tokens_per_expert: differs after the step"],
@@ -107,8 +108,11 @@ def test_every_bad_fixture_is_confirmed(cli_document, monkeypatch):
         assert set(confirmation) == {"verdict", "evidence", "target", "device", "cause", "example"}
         where = f"{name}:{f['line']} {f['code']}: {confirmation}"
         missing = _missing_module(f["path"])
-        if f["path"].endswith(ACROSS_FILES):
-            assert confirmation["verdict"] == "not reproduced", where
+        across = next((target for suffix, target in ACROSS_FILES.items() if f["path"].endswith(suffix)), None)
+        if across:
+            assert confirmation["verdict"] == "confirmed", where
+            assert confirmation["target"].endswith(across), where
+            assert any(f"TextEncoder ({across.split('::')[0].rsplit('/', 1)[-1]}) builds Attention" in e for e in confirmation["evidence"]), where
         elif name in NO_EXAMPLE:
             assert confirmation["verdict"] == "could not run", where
             assert "@ckptlint.example(" in confirmation["evidence"][0], where
