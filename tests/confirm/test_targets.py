@@ -16,6 +16,15 @@ class Attention(nn.Module):
 """
 
 
+def _holder(cls, import_line, part="Attention", body=""):
+    """A module whose class `cls` builds `part` in `__init__`."""
+    return (
+        f"from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n{import_line}\n\n"
+        f"class {cls}(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        f"        self.part = {part}()\n{body}"
+    )
+
+
 def _package(tmp_path, files):
     package = tmp_path / "pkg"
     package.mkdir()
@@ -63,8 +72,8 @@ def test_a_layer_built_in_another_file_runs_as_part_of_that_files_model(tmp_path
 def test_files_are_followed_outwards_to_the_model(tmp_path, monkeypatch):
     package = _package(tmp_path, {
         "layers.py": LAYER,
-        "block.py": "from torch import nn\nfrom .layers import Attention\n\nclass Block(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.attention = Attention()\n",
-        "model.py": "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\nfrom pkg.block import Block\n\nclass Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.block = Block()\n\n    def forward(self, h):\n        return checkpoint(self.block, h, use_reentrant=False)\n",
+        "block.py": _holder("Block", "from .layers import Attention"),
+        "model.py": _holder("Model", "from pkg.block import Block", "Block", "\n    def forward(self, h):\n        return checkpoint(self.part, h, use_reentrant=False)\n"),
     })
     target = _resolve(package, monkeypatch)
     assert (target.path, target.qualname, target.via) == (str(package / "model.py"), "Model", "Model (model.py) builds Block")
@@ -73,8 +82,8 @@ def test_files_are_followed_outwards_to_the_model(tmp_path, monkeypatch):
 def test_a_same_named_class_of_another_module_is_not_the_builder(tmp_path, monkeypatch):
     package = _package(tmp_path, {
         "layers.py": LAYER,
-        "other.py": "from torch import nn\nfrom torch.nn import MultiheadAttention as Attention\n\nclass Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.attention = Attention(8, 2)\n",
-        "vision.py": "from torch import nn\nfrom .timm_layers import Attention\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.attention = Attention()\n",
+        "other.py": _holder("Model", "from torch.nn import MultiheadAttention as Attention"),
+        "vision.py": _holder("Net", "from .timm_layers import Attention"),
     })
     target = _resolve(package, monkeypatch)
     assert (target.path, target.qualname, target.via) == (str(package / "layers.py"), "Attention", "")
@@ -84,7 +93,7 @@ def test_a_class_re_exported_by_its_package_is_found(tmp_path, monkeypatch):
     package = _package(tmp_path, {
         "__init__.py": "from .layers import Attention\n",
         "layers.py": LAYER,
-        "net.py": "from torch import nn\nfrom . import Attention\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.attention = Attention()\n",
+        "net.py": _holder("Net", "from . import Attention"),
     })
     target = _resolve(package, monkeypatch)
     assert (target.path, target.qualname) == (str(package / "net.py"), "Net")
