@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 from ckptlint import notebooks
 from ckptlint.confirm import targets
 from ckptlint.confirm.registry import example
+from ckptlint.confirm.usage import flat_script
 from ckptlint.findings import COULD_NOT_RUN, NEEDS_EXAMPLE, Confirmation, Finding, LintReport
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ def confirm(
     jobs_list = [_job(target, findings, example_files, device, texts.get(target.path)) for target, findings in groups.items()]
     for job, target in zip(jobs_list, groups):
         job["usage"] = _usage(target, texts.get(target.path))
+        job["flat_script"] = flat_script(target.path, texts.get(target.path))
     results = pool.run_jobs(jobs_list, timeout=timeout, parallel=jobs or os.cpu_count() or 1, memory_gb=memory_gb)
     for (target, findings), result in zip(groups.items(), results):
         label = target.label(shown[target])

@@ -6,6 +6,7 @@ Runs in the confirm child process only (it imports torch and executes the projec
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import inspect
@@ -19,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 from torch import nn
 
-from ckptlint.confirm import ab, constructors, functions, hf, inputs, registry, script
+from ckptlint.confirm import ab, constructors, functions, hf, inputs, registry, script, usage
 from ckptlint.confirm.failures import EXAMPLE_HINT, CannotRun, skeleton, stop_on_user_failure
 from ckptlint.findings import CRASHED, NEEDS_EXAMPLE
 from ckptlint.names import module_name_for
@@ -32,9 +33,10 @@ NO_GRAD_METHODS = ("validation_step", "test_step", "predict_step")
 # --- importing user code -------------------------------------------------------------------------
 
 
-def import_file(path: str, source: Optional[str] = None) -> types.ModuleType:
+def import_file(path: str, source: Optional[str] = None, *, definitions_only: bool = False) -> types.ModuleType:
     """Import `path` under its dotted name (packages stay importable, relative imports work).
-    `source`: the text to run instead of the file's (what was linted from stdin)."""
+    `source`: the text to run instead of the file's (what was linted from stdin);
+    `definitions_only`: run only its imports and definitions (a flat script would train)."""
     file = Path(path).resolve()
     name, is_package = module_name_for(file)
     depth = name.count(".") + (1 if is_package else 0)
@@ -43,6 +45,10 @@ def import_file(path: str, source: Optional[str] = None) -> types.ModuleType:
         root = root.parent
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
+    if definitions_only:
+        text = file.read_text(encoding="utf-8") if source is None else source
+        code = compile(usage.definitions(ast.parse(text, filename=str(file))), str(file), "exec")
+        return _import_source(file, name, is_package, text, code)
     if source is not None:
         return _import_source(file, name, is_package, source)
     existing = sys.modules.get(name)
@@ -70,9 +76,9 @@ def _import_by_path(file: Path, name: str) -> types.ModuleType:
     return module
 
 
-def _import_source(file: Path, name: str, is_package: bool, source: str) -> types.ModuleType:
-    """Run `source` as the module `name` at `file`: frames, tracebacks and `inspect.getsource`
-    point at `file`, whose lines are the given text's."""
+def _import_source(file: Path, name: str, is_package: bool, source: str, code: Optional[types.CodeType] = None) -> types.ModuleType:
+    """Run `source` (or `code`, compiled from part of it) as the module `name` at `file`: frames,
+    tracebacks and `inspect.getsource` point at `file`, whose lines are the given text's."""
     import linecache
 
     if name.rpartition(".")[0]:
@@ -85,7 +91,7 @@ def _import_source(file: Path, name: str, is_package: bool, source: str) -> type
         module.__path__ = [str(file.parent)]  # type: ignore[attr-defined]
     module.__spec__ = importlib.util.spec_from_loader(name, loader=None, origin=str(file), is_package=is_package)
     sys.modules[name] = module
-    exec(compile(source, str(file), "exec"), module.__dict__)
+    exec(code if code is not None else compile(source, str(file), "exec"), module.__dict__)
     return module
 
 
@@ -147,6 +153,8 @@ def plans_for(job: dict[str, Any], module: types.ModuleType, device: str, exampl
     """The ways to run the target, best evidence first; each is built when it is tried (building
     one may raise CannotRun). An example factory is the only plan when there is one."""
     qualname = job["qualname"]
+    if job["kind"] == "script":
+        return [lambda: _script_plan(job, module)]
     try:
         target = resolve(module, qualname)
     except AttributeError:

@@ -76,7 +76,7 @@ def execute(job: dict[str, Any]) -> dict[str, Any]:
         return failure(job, str(error), error.cause)
     shown = os.path.relpath(job["path"], job.get("cwd") or os.getcwd())
     try:
-        module = build.import_file(job["path"], job.get("source"))
+        module = build.import_file(job["path"], job.get("source"), definitions_only=job.get("flat_script", False))
     except BaseException as error:
         if isinstance(error, KeyboardInterrupt):
             raise

@@ -1,4 +1,5 @@
-"""The file's own `if __name__ == "__main__":` block (or its `main()`) as a target.
+"""The file's own `if __name__ == "__main__":` block (or its `main()`, or the whole file when it is
+a script written flat at module level) as a target.
 
 The project's script makes exactly the calls that matter (constructor arguments, `use_cache=True`,
 its optimizer and data). It runs A/B like any target, and stops right after its first complete
@@ -37,6 +38,7 @@ class ScriptModel(ab.DeferredModel):
         self.class_name = class_name
         self.roots: list[torch.nn.Module] = []
         self.snapshots: dict[int, dict[str, bool]] = {}
+        self.namespace: dict[str, Any] = {}  # the script's globals, once it runs
         self._depth = 0
 
     def resolve(self) -> Optional[torch.nn.Module]:
@@ -46,7 +48,15 @@ class ScriptModel(ab.DeferredModel):
         for root in self.roots:
             if any(type(m).__qualname__ == self.class_name for m in root.modules()):
                 return root
-        return self.roots[0] if self.roots else None
+        return self._holding(self.roots[0]) if self.roots else None
+
+    def _holding(self, root: torch.nn.Module) -> torch.nn.Module:
+        """The script's model that holds `root`: `checkpoint_sequential(model, ...)` calls the
+        segments of `model`, never `model` itself."""
+        for value in self.namespace.values():
+            if isinstance(value, torch.nn.Module) and value is not root and any(m is root for m in value.modules()):
+                return value
+        return root
 
     def snapshot(self) -> dict[str, bool]:
         model = self.resolve()
@@ -73,11 +83,14 @@ class ScriptModel(ab.DeferredModel):
 
 def main_statements(path: str, source: Optional[str]) -> Optional[tuple[str, list[ast.stmt]]]:
     text = Path(path).read_text(encoding="utf-8") if source is None else source
-    kind, body = main_entry(ast.parse(text, filename=path))
+    tree = ast.parse(text, filename=path)
+    kind, body = main_entry(tree)
     if not kind or body is None:
         return None
     if kind == "function":
         body = ast.parse("main()").body
+    elif kind == "module":
+        body = tree.body  # a flat script: the whole file, its definitions included, in order
     return kind, body
 
 
@@ -88,7 +101,7 @@ def make_script_run(module: types.ModuleType, path: str, source: Optional[str], 
         return None
     kind, body = found
     code = compile(ast.Module(body=body, type_ignores=[]), path, "exec")
-    shown = 'the file\'s `if __name__ == "__main__":` block' if kind == "block" else "the file's `main()`"
+    shown = {"block": 'the file\'s `if __name__ == "__main__":` block', "function": "the file's `main()`", "module": "the file as a script"}[kind]
 
     def make() -> tuple[Any, Callable[[], Any]]:
         holder = ScriptModel(class_name)
@@ -110,14 +123,24 @@ def make_script_run(module: types.ModuleType, path: str, source: Optional[str], 
 def run_until_backward(code: Any, module: types.ModuleType, path: str, steps: int, holder: ScriptModel) -> None:
     namespace = dict(vars(module))
     namespace["__name__"] = "__main__"
+    holder.namespace = namespace
     original = torch.autograd.backward
     count = [0]
+    depth = [0]
 
     def backward(*args: Any, **kwargs: Any) -> Any:
-        result = original(*args, **kwargs)
-        count[0] += 1
-        if count[0] >= steps:
-            raise EndOfRun()
+        # A reentrant checkpoint's backward calls torch.autograd.backward itself, inside the
+        # script's: ending the run there would cut the script's backward short of the layers
+        # before the checkpoint (their gradients would look lost), so only the outermost counts.
+        depth[0] += 1
+        try:
+            result = original(*args, **kwargs)
+        finally:
+            depth[0] -= 1
+        if depth[0] == 0:
+            count[0] += 1
+            if count[0] >= steps:
+                raise EndOfRun()
         return result
 
     argv = sys.argv

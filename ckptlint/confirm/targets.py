@@ -6,6 +6,8 @@
   (a layer whose region `encoder.py` checkpoints); the class itself when nothing builds it or an
   `@ckptlint.example` names it. A finding in a method other than `forward` of that class runs
   that method.
+- A finding in the file's main (its `__main__` block, or a script written flat at module level):
+  the main, run up to its first backward.
 - A finding inside a module-level function: the function, run through an example factory; or,
   when all its required parameters can be synthesised (a `config` of a model class it builds),
   called directly — a builder that returns the model.
@@ -25,6 +27,8 @@ from ckptlint.findings import CRASHED, NEEDS_EXAMPLE
 from ckptlint.names import module_name_for
 
 _ENTRY_METHODS = ("forward", "__init__", "__call__")
+# The qualname of a target that is the file's main (a `__main__` block or a flat script).
+SCRIPT = "<script>"
 # Parameters a builder may take that the runner can synthesise.
 SYNTHESISABLE_PARAMETERS = ("config",)
 
@@ -32,7 +36,7 @@ SYNTHESISABLE_PARAMETERS = ("config",)
 @dataclass(frozen=True)
 class Target:
     path: str  # absolute
-    kind: str  # "class" or "function"
+    kind: str  # "class", "function" or "script"
     qualname: str
     method: Optional[str] = None  # a class target's method to call instead of forward
     builders: tuple[str, ...] = ()  # module-level functions of the file that build the class
@@ -128,7 +132,9 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
     registered = example_targets([path, *examples])
     chain = _enclosing(facts.tree, line)
     if not chain:
-        return Unrunnable("the finding is at module level, outside any class or function")
+        if _in_main(facts.tree, line):
+            return Target(path, "script", SCRIPT)
+        return Unrunnable("the finding is at module level, outside any class or function, and the file has no main or script that trains")
     top = chain[0]
     if isinstance(top, ast.ClassDef):
         return _class_target(path, facts, top, chain, registered)
@@ -153,6 +159,15 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
         )
     via = f"{function.name} calls {top.name}" if function is not top else ""
     return Target(path, "function", function.name, constructs=constructs, via=via)
+
+
+def _in_main(tree: ast.Module, line: int) -> bool:
+    """Whether `line` is in the file's main: its `__main__` block or, in a flat script, one of its
+    statements (see usage.main_entry)."""
+    from ckptlint.confirm.usage import main_entry
+
+    kind, body = main_entry(tree)
+    return kind in ("block", "module") and any(node.lineno <= line <= (node.end_lineno or node.lineno) for node in body or ())
 
 
 def _is_builder_of(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], helper: str) -> bool:

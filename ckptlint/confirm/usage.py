@@ -261,14 +261,52 @@ def _literal(node: ast.AST, literals: dict[str, Any]) -> Any:
 
 def main_entry(tree: ast.Module) -> tuple[str, Optional[list[ast.stmt]]]:
     """("block", its statements) for `if __name__ == "__main__":`; ("function", [main's def]) for a
-    module-level `main()` without such a block; ("", None) otherwise."""
+    module-level `main()` without such a block; ("module", the statements that are not definitions)
+    for a script written flat at module level that trains; ("", None) otherwise."""
     for node in tree.body:
         if isinstance(node, ast.If) and _is_main_test(node.test):
             return "block", node.body
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "main" and not _required(node):
             return "function", [node]
+    statements = script_statements(tree)
+    if statements and _reached(tree, statements)[1]:
+        return "module", statements
     return "", None
+
+
+def flat_script(path: str, source: Optional[str] = None) -> bool:
+    """Whether the file is a training script written flat at module level: importing it trains."""
+    try:
+        tree = ast.parse(_read(path, _mtime(path)) if source is None else source, filename=path)
+    except (SyntaxError, ValueError):
+        return False
+    return main_entry(tree)[0] == "module"
+
+
+def definitions(tree: ast.Module) -> ast.Module:
+    """`tree` without its script statements: what importing a flat script should run."""
+    return ast.Module(body=[node for node in tree.body if _is_definition(node)], type_ignores=[])
+
+
+def script_statements(tree: ast.Module) -> list[ast.stmt]:
+    """Top-level statements that do something when the module is imported: not imports,
+    definitions, docstrings or assignments of values computed without a call."""
+    return [node for node in tree.body if not _is_definition(node)]
+
+
+def _is_definition(node: ast.stmt) -> bool:
+    if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Pass)):
+        return True
+    if isinstance(node, ast.Expr):
+        return isinstance(node.value, ast.Constant)
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        return node.value is None or not any(isinstance(n, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom)) for n in ast.walk(node.value))
+    if isinstance(node, ast.Try):
+        return all(_is_definition(s) for block in (node.body, node.orelse, node.finalbody, *[h.body for h in node.handlers]) for s in block)
+    if isinstance(node, ast.If):
+        return not _is_main_test(node.test) and all(_is_definition(s) for s in [*node.body, *node.orelse])
+    return False
 
 
 def _is_main_test(test: ast.expr) -> bool:
@@ -288,12 +326,19 @@ def _required(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 def _main_reaching(tree: ast.Module, name: str) -> str:
     """Whether the file's main uses `name` (directly or through functions of the file it calls)
-    and runs a backward (`.backward(` or a function of the file that does)."""
+    and trains (see `_reached`)."""
     kind, body = main_entry(tree)
     if not kind or body is None:
         return ""
+    names, trains = _reached(tree, body)
+    return kind if name in names and trains else ""
+
+
+def _reached(tree: ast.Module, body: list[ast.stmt]) -> tuple[set[str], bool]:
+    """The names `body` uses, through the functions of the file it calls, and whether it trains:
+    calls a `.backward`, a `.fit` or a trainer's `.train()`."""
     functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    names, backward = set(), False
+    names, trains = set(), False
     stack: list[ast.AST] = list(body)
     visited: set[str] = set()
     while stack:
@@ -306,5 +351,6 @@ def _main_reaching(tree: ast.Module, name: str) -> str:
                     stack.append(functions[child.id])
             elif isinstance(child, ast.Attribute):
                 names.add(child.attr)
-                backward = backward or child.attr == "backward"
-    return kind if name in names and backward else ""
+                trainer = isinstance(child.value, ast.Name) and child.value.id.lower().endswith("trainer")
+                trains = trains or child.attr in ("backward", "fit") or (child.attr == "train" and trainer)
+    return names, trains

@@ -23,12 +23,20 @@ HAS_LIGHTNING = importlib.util.find_spec("lightning") is not None
 HAS_PEFT = importlib.util.find_spec("peft") is not None
 
 
+MODULE = "<module>"  # the scope of a line in a file's module-level code
+
+
 def line_in(path: Path, scope: str, needle: str) -> int:
-    """Line of the first source line containing `needle` inside class/function `scope`."""
+    """Line of the first source line containing `needle` inside class/function `scope` (or, for
+    MODULE, anywhere in the file)."""
     tree = ast.parse(path.read_text())
-    node = next(n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == scope)
     lines = path.read_text().splitlines()
-    for number in range(node.lineno, node.end_lineno + 1):
+    if scope == MODULE:
+        first, last = 1, len(lines)
+    else:
+        node = next(n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == scope)
+        first, last = node.lineno, node.end_lineno
+    for number in range(first, last + 1):
         if needle in lines[number - 1]:
             return number
     raise AssertionError(f"{needle!r} not in {scope} of {path}")

@@ -1,7 +1,8 @@
 """`--confirm` on real-world-shaped code with no example factories (fixtures/real_world/): every
 bad case is confirmed and every correct look-alike is not reproduced, from nothing but the code.
 
-The inputs come from the project's own usage (construction sites, `__main__` blocks, the keywords
+The inputs come from the project's own usage (construction sites, `__main__` blocks, scripts
+written flat at module level, the keywords
 it passes, the calls of its training functions) or are synthesised jointly (timesteps, masks and
 lengths sized after their partners); transformers models come from tiny configs when the code calls
 `from_pretrained`. Without transformers or lightning installed, their fixtures must say which
@@ -15,7 +16,7 @@ import re
 
 import pytest
 from click.testing import CliRunner
-from confirm_helpers import FIXTURES, ROOT, missing_module, verdicts_at
+from confirm_helpers import FIXTURES, MODULE, ROOT, missing_module, verdicts_at
 
 from ckptlint.cli import main
 
@@ -35,6 +36,8 @@ EVIDENCE = {
     ("train_functions.py", 66, "CKPT008"): [r"checkpoint at train_functions\.py:66 ran with grad disabled", r"ran export_embeddings\(encoder=TabularClassifier\(in_features=24, hidden=64, num_classes=3\) \(as the project builds it\), loader=\[one batch: \{'features': float32\[2, 24\]\}\]\)", r"before that, tried: .*the checkpoint call at line 66 did not run"],
     ("hf_from_pretrained.py", 15, "CKPT004"): [r"return value: CausalLMOutputWithPast of 1 with checkpointing after backward; CausalLMOutputWithPast of 2 without", r"LlamaForCausalLM\.from_pretrained\('meta-llama/Llama-3\.2-1B'\) built LlamaForCausalLM from a tiny LlamaConfig with use_cache=True \(no download\)"],
     ("hf_from_pretrained.py", 28, "CKPT005"): [r"element 0 of tensors does not require grad .* with checkpointing; no exception without", r"pixel_values=float32\[2, 3, 32, 32\]", r"tiny ViTConfig"],
+    ("flat_regression.py", 21, "CKPT001"): [r"0\.weight: grad None with checkpointing", r"checkpoint at flat_regression\.py:21: reentrant", r"ran the file as a script up to its first backward"],
+    ("flat_finetune.py", 30, "CKPT005"): [r"blocks\.0\.mlp\.0\.weight: grad None with checkpointing", r"ran the file as a script up to its first backward"],
     ("lightning_classifier.py", 38, "CKPT005"): [r"blocks\.0\.\S+: grad None with checkpointing", r"ran LitTextClassifier\(vocab_size=100, dim=32, heads=2, num_classes=10\)"],
 }
 
@@ -45,6 +48,8 @@ LOOK_ALIKES = [
     ("train_functions.py", "train_epoch_fixed", "checkpoint(", "CKPT001"),
     ("hf_from_pretrained.py", "load_llama_tuning_queries_only", "gradient_checkpointing_enable(", "CKPT005"),
     ("lightning_classifier.py", "LitTextClassifierNonReentrant", "checkpoint(", "CKPT005"),
+    ("flat_regression_stem.py", MODULE, "checkpoint_sequential(body", "CKPT001"),
+    ("flat_finetune_hooked.py", "Tagger", "checkpoint(", "CKPT005"),
 ]
 
 

@@ -97,3 +97,19 @@ def test_a_class_re_exported_by_its_package_is_found(tmp_path, monkeypatch):
     })
     target = _resolve(package, monkeypatch)
     assert (target.path, target.qualname) == (str(package / "net.py"), "Net")
+
+
+def test_a_finding_in_a_flat_training_script_runs_the_script(tmp_path, monkeypatch):
+    package = _package(tmp_path, {
+        "train.py": "import torch\nfrom torch.utils.checkpoint import checkpoint\n\nblock = torch.nn.Linear(4, 4)\nfor _ in range(2):\n    x = torch.randn(2, 4)\n    checkpoint(block, x, use_reentrant=True).sum().backward()  # append\n",
+    })
+    target = _resolve(package, monkeypatch, "train.py")
+    assert (target.kind, target.qualname) == ("script", targets.SCRIPT)
+
+
+def test_module_level_code_that_does_not_train_is_not_a_script(tmp_path, monkeypatch):
+    package = _package(tmp_path, {
+        "export.py": "import torch\nfrom torch.utils.checkpoint import checkpoint\n\nblock = torch.nn.Linear(4, 4)\nwith torch.no_grad():\n    checkpoint(block, torch.randn(2, 4), use_reentrant=False)  # append\n",
+    })
+    target = _resolve(package, monkeypatch, "export.py")
+    assert isinstance(target, targets.Unrunnable) and "no main or script that trains" in target.reason
