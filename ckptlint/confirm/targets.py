@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterable, Optional, Sequence, Union
 
 from ckptlint.confirm.failures import EXAMPLE_HINT, skeleton
+from ckptlint.confirm.usage import main_entry, main_reaching, project_files
 from ckptlint.findings import CRASHED, NEEDS_EXAMPLE
 from ckptlint.names import module_name_for
 
@@ -149,7 +150,8 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
             function, required, builder = caller, _required_parameters(caller), True
     constructs = tuple(name for name in _called_names(function) if name in facts.classes or name[:1].isupper())
     kinds = [parameter_kind(p) for p in required]
-    if function.name not in registered and not builder and "model" not in kinds:
+    trained_by_main = bool(main_reaching(facts.tree, function.name))
+    if function.name not in registered and not builder and "model" not in kinds and not trained_by_main:
         signature = ", ".join(required)
         return Unrunnable(
             f"`{function.name}({signature})` takes no model argument to build (none of its parameters is named like one); "
@@ -164,8 +166,6 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
 def _in_main(tree: ast.Module, line: int) -> bool:
     """Whether `line` is in the file's main: its `__main__` block or, in a flat script, one of its
     statements (see usage.main_entry)."""
-    from ckptlint.confirm.usage import main_entry
-
     kind, body = main_entry(tree)
     return kind in ("block", "module") and any(node.lineno <= line <= (node.end_lineno or node.lineno) for node in body or ())
 
@@ -273,8 +273,6 @@ def _owner_in_project(path: str, name: str) -> Optional[tuple[str, _FileFacts, s
 def _builder_elsewhere(path: str, name: str, seen: set[str]) -> Optional[tuple[str, _FileFacts, str]]:
     """A class of another project file that imports `name` from `path`'s module (or its package)
     and builds it; one that checkpoints something first."""
-    from ckptlint.confirm.usage import project_files
-
     module, package = Path(path).stem, Path(path).parent.name
     candidates: list[tuple[str, _FileFacts, str]] = []
     for file in project_files(path):

@@ -114,7 +114,7 @@ def usage_of(name: str, path: str, files: Sequence[str], tree: Optional[ast.Modu
     if tree is None:
         tree = _parse(own, _mtime(own))
     if tree is not None:
-        usage.main = _main_reaching(tree, name)
+        usage.main = main_reaching(tree, name)
     return usage
 
 
@@ -324,7 +324,7 @@ def _required(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return len(positional) > len(args.defaults) or any(d is None for d in args.kw_defaults)
 
 
-def _main_reaching(tree: ast.Module, name: str) -> str:
+def main_reaching(tree: ast.Module, name: str) -> str:
     """Whether the file's main uses `name` (directly or through functions of the file it calls)
     and trains (see `_reached`)."""
     kind, body = main_entry(tree)

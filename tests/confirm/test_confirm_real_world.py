@@ -37,6 +37,8 @@ EVIDENCE = {
     ("hf_from_pretrained.py", 15, "CKPT004"): [r"return value: CausalLMOutputWithPast of 1 with checkpointing after backward; CausalLMOutputWithPast of 2 without", r"LlamaForCausalLM\.from_pretrained\('meta-llama/Llama-3\.2-1B'\) built LlamaForCausalLM from a tiny LlamaConfig with use_cache=True \(no download\)"],
     ("hf_from_pretrained.py", 28, "CKPT005"): [r"element 0 of tensors does not require grad .* with checkpointing; no exception without", r"pixel_values=float32\[2, 3, 32, 32\]", r"tiny ViTConfig"],
     ("flat_regression.py", 21, "CKPT001"): [r"0\.weight: grad None with checkpointing", r"checkpoint at flat_regression\.py:21: reentrant", r"ran the file as a script up to its first backward"],
+    ("flat_block_runner.py", 11, "CKPT001"): [r"0\.0\.weight: grad None with checkpointing", r"ran the file as a script up to its first backward"],
+    ("flat_block_runner.py", 11, "CKPT006"): [r"ran with use_reentrant omitted: effective use_reentrant=True", r"ran the file as a script"],
     ("flat_finetune.py", 30, "CKPT005"): [r"blocks\.0\.mlp\.0\.weight: grad None with checkpointing", r"ran the file as a script up to its first backward"],
     ("lightning_classifier.py", 38, "CKPT005"): [r"blocks\.0\.\S+: grad None with checkpointing", r"ran LitTextClassifier\(vocab_size=100, dim=32, heads=2, num_classes=10\)"],
 }

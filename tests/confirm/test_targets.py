@@ -113,3 +113,11 @@ def test_module_level_code_that_does_not_train_is_not_a_script(tmp_path, monkeyp
     })
     target = _resolve(package, monkeypatch, "export.py")
     assert isinstance(target, targets.Unrunnable) and "no main or script that trains" in target.reason
+
+
+def test_a_helper_without_a_model_parameter_runs_through_the_script_that_calls_it(tmp_path, monkeypatch):
+    package = _package(tmp_path, {
+        "train.py": "import torch\nfrom torch.utils.checkpoint import checkpoint\n\n\ndef run(blocks, x):\n    return checkpoint(blocks[0], x)  # append\n\n\nblocks = [torch.nn.Linear(4, 4)]\nrun(blocks, torch.randn(2, 4)).sum().backward()\n",
+    })
+    target = _resolve(package, monkeypatch, "train.py")
+    assert (target.kind, target.qualname) == ("function", "run")
