@@ -22,6 +22,23 @@ def findings(body: str, transformers: str = "5.23") -> set[tuple[int, str]]:
 
 
 CASES = {
+    "a tensor that requires grad on one path only is not data (CKPT001), but is captured (CKPT003)": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(4, 4)
+                self.b = nn.Bilinear(4, 4, 4)
+            def forward(self, x, ctx=None, project=True):
+                h = self.a(x) if project else x
+                if ctx is None:
+                    ctx = torch.tanh(self.a(x))
+                h = checkpoint(self.a, h, use_reentrant=True)
+                return checkpoint(functools.partial(self.b, input2=ctx), h, use_reentrant=True)
+        model = Net()
+        """,
+        {(12, "CKPT003")},
+    ),
     "raw input cascades through a parameter-free op to the next block": (
         """
         class Net(nn.Module):

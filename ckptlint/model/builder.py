@@ -40,7 +40,7 @@ from ckptlint.model.apis import (
     WRAP_POLICY_CLASSES,
     CheckpointApi,
 )
-from ckptlint.model.dataflow import TENSOR_ATTRIBUTES, Dataflow, entry_value, loader_batch
+from ckptlint.model.dataflow import Dataflow, entry_value, loader_batch, tensor_attribute
 from ckptlint.model.modes import hf_kwargs_mode
 from ckptlint.model.sites import (
     ApiKind,
@@ -713,7 +713,7 @@ class ModelBuilder(ReadOnlyWalker):
             if isinstance(base, ModuleObject):
                 return self.flow.member(base, node.attr.value)
             if isinstance(base, Tensor):
-                return TENSOR_ATTRIBUTES.get(node.attr.value, UNKNOWN) if node.attr.value != "T" else base
+                return tensor_attribute(base, node.attr.value)
             if isinstance(base, SYMBOLIC):
                 return AttributeOf(base, node.attr.value)
             return self.ref(f"{base.qualname}.{node.attr.value}") if isinstance(base, Ref) else UNKNOWN

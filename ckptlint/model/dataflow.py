@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Optional, Sequence
 
 from ckptlint.index import ClassSummary, ProjectIndex
-from ckptlint.model.torch_knowledge import ACTIVATION_NAMES, PARAMETER_FREE_MODULES, PARAMETER_MODULES, PARAMETER_NAMES
+from ckptlint.model.torch_knowledge import ACTIVATION_NAMES, MODEL_OUTPUT_ACTIVATIONS, PARAMETER_FREE_MODULES, PARAMETER_MODULES, PARAMETER_NAMES
 from ckptlint.model.values import (
     SYMBOLIC,
     UNKNOWN,
@@ -27,6 +27,15 @@ from ckptlint.model.values import (
 _NO_SUMMARY = ClassSummary("", (), {}, ())
 # Tensor attributes that are metadata, not tensors: they never carry grad.
 TENSOR_ATTRIBUTES: dict[str, Value] = {name: Const(None) for name in ("shape", "dtype", "device", "ndim", "is_cuda", "requires_grad")}
+
+
+def tensor_attribute(tensor: Tensor, attr: str) -> Value:
+    """`t.attr`: metadata, the transpose, or, on a module's output, the activation a ModelOutput holds."""
+    if attr == "T":
+        return tensor
+    if tensor.maybe_tuple and attr in MODEL_OUTPUT_ACTIVATIONS:
+        return replace(tensor, maybe_tuple=False)
+    return TENSOR_ATTRIBUTES.get(attr, UNKNOWN)
 
 
 def entry_value(function: str, name: str) -> Optional[Value]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 import libcst as cst
 
-from ckptlint.model.dataflow import TENSOR_ATTRIBUTES, Dataflow, entry_value
+from ckptlint.model.dataflow import Dataflow, entry_value, tensor_attribute
 from ckptlint.model.apis import CONTROL_KEYWORDS, HF_ENABLE_METHODS, KNOWN_APIS
 from ckptlint.model.sites import ApiKind, CallRecord, CheckpointSite, FlagStatus, FunctionFacts, Mode, WrapperCall
 from ckptlint.model.modes import hf_kwargs_mode
@@ -41,6 +41,7 @@ from ckptlint.model.values import (
     Value,
     defaulted,
     element_of,
+    grad_on_some_path,
     join_grad,
     merge,
 )
@@ -232,7 +233,13 @@ class Resolver:
         if isinstance(base, ModuleObject):
             return self.flow.member(base, attr)
         if isinstance(base, Tensor):
-            return TENSOR_ATTRIBUTES.get(attr, UNKNOWN) if attr != "T" else base
+            return tensor_attribute(base, attr)
+        if isinstance(base, OneOf):
+            # Each path's attribute, joined: a grad-carrying one survives an unknown one.
+            result: Optional[Value] = None
+            for option in base.options:
+                result = merge(result, self.attribute(option, attr))
+            return result if result is not None else UNKNOWN
         return AttributeOf(base, attr) if isinstance(base, SYMBOLIC) else UNKNOWN
 
     def parameter(self, param: Param, depth: int) -> Value:
@@ -390,6 +397,8 @@ def _agree(a: Value, b: Value) -> Optional[Value]:
         return DictLit(entries, a.complete and b.complete, a.node, {k: n for k, n in a.entry_nodes.items() if k in same})
     if isinstance(a, Tensor) and isinstance(b, Tensor) and a.grad is b.grad and a.grad is not Grad.UNKNOWN:
         return merge(a, b)
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and (grad_on_some_path(a) or grad_on_some_path(b)):
+        return merge(a, b)  # callers that pass a grad-carrying tensor on some calls only
     if isinstance(a, ModuleObject) and isinstance(b, ModuleObject) and a.container == b.container:
         return ModuleObject(tuple(dict.fromkeys(a.classes + b.classes)), a.origin, a.container)
     return None

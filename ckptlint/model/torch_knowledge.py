@@ -95,5 +95,8 @@ MODULE_SELF_METHODS = frozenset({"to", "cuda", "cpu", "float", "half", "double",
 # Names transformers gives activations that carry grad between layers: even as inputs of a
 # top-level model they come from another model, not from data.
 ACTIVATION_NAMES = frozenset({"hidden_states", "encoder_hidden_states"})
+# Fields of transformers' ModelOutput that hold the module's own activation: reading one from a
+# module's output keeps that output's requires_grad.
+MODEL_OUTPUT_ACTIVATIONS = frozenset({"last_hidden_state", "pooler_output", "logits"})
 # Functions whose result requires grad iff one of their tensor arguments does.
 GRAD_NEUTRAL_PREFIXES = ("torch.", "torch.nn.functional.")

@@ -149,6 +149,9 @@ class Grad(enum.Enum):
     NONE = "cannot require grad"
     REQUIRED = "requires grad"
     UNKNOWN = "may require grad"  # a tensor, but whether it needs grad is not known
+    # Requires grad on at least one path (a merge of a grad-carrying tensor with something else):
+    # enough for hazards that one such path brings, never for facts that must hold on every path.
+    ON_SOME_PATH = "requires grad on some paths"
 
 
 @dataclass(frozen=True)
@@ -241,16 +244,31 @@ Value = Union[
 
 def merge(a: Optional[Value], b: Value) -> Value:
     """Join of two possible values at a control-flow merge: equal or unknown (or, when a parameter
-    is involved, either of them until the parameter is known)."""
+    is involved, either of them until the parameter is known). A tensor that requires grad on one
+    side survives as requiring grad on some path."""
     if a is None or a is b or a == b:
         return b
     if isinstance(a, Tensor) and isinstance(b, Tensor) and a.grad is b.grad:
         return Tensor(a.grad, a.origin, a.frozen and b.frozen, a.leaf and b.leaf, a.maybe_tuple or b.maybe_tuple)
+    options = tuple(dict.fromkeys([*_options(a), *_options(b)]))
     if isinstance(a, SYMBOLIC) or isinstance(b, SYMBOLIC):
-        options = tuple(dict.fromkeys([*_options(a), *_options(b)]))
         if len(options) <= _MAX_OPTIONS and not any(isinstance(o, Unknown) for o in options):
             return OneOf(options)
+    carrier = next((t for t in map(grad_on_some_path, options) if t is not None), None)
+    if carrier is not None:
+        return Tensor(Grad.ON_SOME_PATH, carrier.origin, leaf=carrier.leaf, maybe_tuple=carrier.maybe_tuple)
     return UNKNOWN
+
+
+def grad_on_some_path(value: Value) -> Optional[Tensor]:
+    """The tensor that requires grad on at least one of the paths `value` stands for, if any."""
+    if isinstance(value, Tensor):
+        return value if value.grad in (Grad.REQUIRED, Grad.ON_SOME_PATH) else None
+    if isinstance(value, OneOf):
+        return next((t for t in map(grad_on_some_path, value.options) if t is not None), None)
+    if isinstance(value, Defaulted):
+        return grad_on_some_path(value.value) or grad_on_some_path(value.fallback)
+    return None
 
 
 def _options(value: Value) -> tuple[Value, ...]:
@@ -263,6 +281,9 @@ def join_grad(values: list[Value], origin: Union[str, Spelling]) -> Value:
     tensors = [v for v in values if isinstance(v, Tensor)]
     if any(t.grad is Grad.REQUIRED for t in tensors):
         return Tensor(Grad.REQUIRED, origin)
+    sometimes = next((t for t in tensors if t.grad is Grad.ON_SOME_PATH), None)
+    if sometimes is not None:
+        return Tensor(Grad.ON_SOME_PATH, sometimes.origin)
     symbolic = [v for v in values if isinstance(v, SYMBOLIC)]
     if any(not isinstance(v, (Tensor, Const, *SYMBOLIC)) for v in values) or any(t.grad is Grad.UNKNOWN for t in tensors):
         return UNKNOWN
@@ -282,7 +303,10 @@ def defaulted(value: Value, fallback: Value, falsy: bool) -> Value:
         return fallback
     if isinstance(value, (Const, DictLit)):
         return value
-    return Defaulted(value, fallback, falsy) if isinstance(value, SYMBOLIC) else UNKNOWN
+    if isinstance(value, SYMBOLIC):
+        return Defaulted(value, fallback, falsy)
+    # A tensor parameter that is None when its caller omits it: either path may run.
+    return merge(value, fallback) if isinstance(value, Tensor) and not falsy else UNKNOWN
 
 
 def element_of(value: Value) -> Value:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Iterator
 from ckptlint.findings import Severity
 from ckptlint.fixes import non_reentrant
 from ckptlint.model.sites import ApiKind, CheckpointSite
-from ckptlint.model.values import Const, DictLit, Grad, Items, Lambda, LocalFunction, ModuleObject, Param, Partial, Tensor, Value, packed
+from ckptlint.model.values import Const, DictLit, Grad, Items, Lambda, LocalFunction, ModuleObject, Param, Partial, Tensor, Value, grad_on_some_path, packed
 from ckptlint.model.torch_knowledge import ACTIVATION_NAMES
 from ckptlint.rules import Diagnostic, Rule, callee_name, spelled
 
@@ -31,8 +31,10 @@ PACKED_HELP = (
 
 
 def needs_grad(value: Value) -> bool:
-    """A tensor with a graph behind it: a captured leaf (an `nn.Parameter`) is harmless (measured)."""
-    return isinstance(value, Tensor) and value.grad is Grad.REQUIRED and not value.leaf
+    """A tensor with a graph behind it on some path: a captured leaf (an `nn.Parameter`) is harmless
+    (measured). One path is enough: the hazard strikes whenever that path runs."""
+    tensor = grad_on_some_path(value)
+    return tensor is not None and not tensor.leaf
 
 
 def _cannot_require_grad(value: Value) -> bool:
@@ -166,9 +168,12 @@ class GradTensorNotPositional(Rule):
         for arg, value in zip(site.keywords, site.keyword_values):
             name = arg.keyword.value if arg.keyword else ""
             if needs_grad(value) or (isinstance(value, Param) and name in ACTIVATION_NAMES):
+                carrier = grad_on_some_path(value)
+                # Say which path brings the grad when not every path does.
+                when = f" (on some paths {carrier.origin})" if carrier is not None and carrier is not value else ""
                 yield Diagnostic(
                     site.call,
-                    f"`{name}=` is passed by keyword to a GradientCheckpointingLayer under reentrant checkpointing: "
+                    f"`{name}=`{when} is passed by keyword to a GradientCheckpointingLayer under reentrant checkpointing: "
                     "transformers binds keywords with functools.partial, so the tensor is not a checkpoint input and "
                     f"backward goes through its graph a second time or its gradient is lost; {site.mode.reason}",
                     f"pass `{name}` positionally (as Bart and Bert do), or enable checkpointing with "

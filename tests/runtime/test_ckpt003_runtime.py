@@ -137,6 +137,36 @@ def test_gpt2_keyword_under_default_non_reentrant_is_correct(transformers_impl):
     assert_same_grads(grads(model), grads(model_ref))
 
 
+# Source states either passed in (`encoder_outputs=`) or projected by the model itself: the
+# projected path, the usual one, brings a non-leaf tensor by keyword (what Autoformer does).
+
+
+def test_optional_source_states_by_keyword_break_backward_when_projected(transformers_impl):
+    gfx, model, model_ref, batch = gpt2_pair(transformers_impl, "build_reusable_source_decoder")
+    gfx.training_step(model_ref, batch)
+    assert model_ref.source_proj[0].weight.grad is not None
+    with pytest.raises(RuntimeError, match=SECOND_BACKWARD):
+        gfx.training_step(model, batch)
+
+
+def test_optional_source_states_by_keyword_are_harmless_when_passed_in_as_data(transformers_impl):
+    """The other path: precomputed states that do not require grad are only read, never backpropagated."""
+    gfx, model, model_ref, batch = gpt2_pair(transformers_impl, "build_reusable_source_decoder")
+    states = torch.randn(2, 5, gfx.TinyGpt2Config().n_embd)
+    out_ref = model_ref(**batch, labels=batch["input_ids"], encoder_outputs=states)
+    out = model(**batch, labels=batch["input_ids"], encoder_outputs=states)
+    out_ref.loss.backward()
+    out.loss.backward()
+    assert_same_grads(grads(model), grads(model_ref))
+
+
+def test_optional_source_states_positional_are_correct(transformers_impl):
+    gfx, model, model_ref, batch = gpt2_pair(transformers_impl, "build_positional_reusable_source_decoder")
+    gfx.training_step(model_ref, batch)
+    gfx.training_step(model, batch)
+    assert_same_grads(grads(model), grads(model_ref))
+
+
 # --- transformers 4.x modeling code: `self._gradient_checkpointing_func(layer.__call__, ..., rel_pos=t)` ---
 
 
