@@ -378,9 +378,13 @@ class _Summarizer:
                 self.imports[alias.asname or alias.name] = f"{base}.{alias.name}"
 
     def summarize(self, tree: ast.Module, path: str, source: str) -> ModuleSummary:
+        # Functions of this module that hand back the object they are given (`def freeze(m): ...; return m`).
+        self.pass_through: set[str] = set()
         for stmt in _module_level(tree.body):
             if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.local_names.add(stmt.name)
+                if not isinstance(stmt, ast.ClassDef) and _returns_first_param(stmt):
+                    self.pass_through.add(f"{self.module}.{stmt.name}")
             elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
                 self.bind_imports(stmt)
         self.lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
@@ -951,6 +955,7 @@ class _Reads:
         self.forwarding: list[list[str]] = []
         # Classes a type check names (`isinstance(m, (Net, nn.Linear))`): neither built nor handed on.
         type_checked: set[int] = set()
+        handed_back: set[int] = set()
         for root in roots:
             for node in _nodes(root):
                 kind = type(node)
@@ -970,6 +975,9 @@ class _Reads:
                     model = _model_built(summarizer, node)
                     if model is not None:
                         models.append(model)
+                        if kind is ast.Assign:
+                            # `model = freeze(Net())`: the helper hands `Net()` back, so it is the model, not a part.
+                            handed_back.update(map(id, _handed_back(summarizer, node.value)))
                     elif kind is ast.Call and not summarizer.trains:
                         summarizer.trains = _trains(summarizer, node)
                 if kind is ast.Return:
@@ -991,6 +999,8 @@ class _Reads:
                 else:
                     continue
                 for candidate in candidates:
+                    if id(candidate) in handed_back:
+                        continue
                     name = _project_name(summarizer, candidate.func if isinstance(candidate, ast.Call) else candidate)
                     if name:
                         built.append(name)
@@ -1119,6 +1129,21 @@ def _model_built(summarizer: "_Summarizer", node: ast.AST) -> Optional[str]:
             value = value.args[0]
         else:
             return _project_name(summarizer, func)
+
+
+def _handed_back(summarizer: "_Summarizer", value: ast.Call) -> Iterator[ast.Call]:
+    """The calls inside `helper(Net())` / `helper(Net().train())` whose object a helper of this module
+    returns unchanged (`summarizer.pass_through`): the object bound is theirs."""
+    while value.args and isinstance(value.args[0], ast.Call) and summarizer.qualify(value.func) in summarizer.pass_through:
+        value = value.args[0]
+        yield value
+
+
+def _returns_first_param(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> bool:
+    """Every `return` of `function` returns its first parameter, unchanged."""
+    params = _ordered_params(function)
+    returns = [n for n in ast.walk(function) if isinstance(n, ast.Return)]
+    return bool(params) and bool(returns) and all(isinstance(r.value, ast.Name) and r.value.id == params[0] for r in returns)
 
 
 # What training code calls: `loss.backward()`, `trainer.fit(model)`; optimizers and trainers it builds.

@@ -67,7 +67,7 @@ EVIDENCE = {
     ("gpt2_cross_attention.py", 263, "CKPT004"): [r"The size of tensor a \(6\) must match the size of tensor b \(12\)"],
     ("frozen_upstream.py", 56, "CKPT005"): [r"blocks\.0\.\S+: grad None with checkpointing"],
     ("frozen_upstream.py", 90, "CKPT005"): [r"element 0 of tensors does not require grad .* with checkpointing; no exception without", r"built by build_lora_classifier\(\)"],
-    **{("freezes_anywhere.py", line, "CKPT005"): [r"blocks\.0\.lora_A: grad None with checkpointing"] for line in (75, 143, 176, 192, 231, 254)},
+    **{("freezes_anywhere.py", line, "CKPT005"): [r"blocks\.0\.lora_A: grad None with checkpointing"] for line in (75, 143, 176, 192, 231, 254, 302)},
     ("hf_vision_adapters.py", 128, "CKPT005"): [r"element 0 of tensors does not require grad", r"pixel_values=float32\[2, 3, 8, 8\]"],
     ("hf_vision_adapters.py", 139, "CKPT005"): [r"element 0 of tensors does not require grad"],
     ("peft_order.py", 43, "CKPT005"): [r"element 0 of tensors does not require grad", r"built by vit_wrapped_then_enabled\(\) on pixel_values=float32\[2, 3, 8, 8\]"],
@@ -196,6 +196,7 @@ LOOK_ALIKES = [
     ("frozen_upstream.py", "HookedLoraClassifier", "checkpoint(", "CKPT005"),
     *(("freezes_anywhere.py", name, "checkpoint(", "CKPT005") for name in (
         "HeadFrozenTagger", "ThawedTagger", "HookedTagger", "LockedTaggerNonReentrant", "HeadPredicateTagger", "SubmoduleHeadFrozenTagger",
+        "BareHelperHeadFrozenTagger",
     )),
     ("hf_vision_adapters.py", "build_reentrant_with_input_grads", "gradient_checkpointing_enable(", "CKPT005"),
     ("hf_vision_adapters.py", "build_default", "gradient_checkpointing_enable(", "CKPT005"),
