@@ -524,7 +524,8 @@ Make = Callable[[], tuple[Any, Callable[[], Any]]]
 class DeferredModel:
     """What make() returns for the model when the code under test builds it itself (a script):
     `on_root` is called with each root module as it is first called, `resolve()` gives the model
-    after the steps and `snapshot()` its tensor attributes at the end of its last forward."""
+    after the steps, `snapshot()` its tensor attributes at the end of its last forward and
+    `output()` what that forward returned (the steps themselves return nothing)."""
 
     on_root: Optional[Callable[[Any], None]] = None
 
@@ -532,6 +533,9 @@ class DeferredModel:
         raise NotImplementedError
 
     def snapshot(self) -> dict[str, bool]:
+        raise NotImplementedError
+
+    def output(self) -> Any:
         raise NotImplementedError
 
 
@@ -762,6 +766,7 @@ def run(make: Make, *, reference: bool, steps: int, plan: Optional[list[bool]] =
             if deferred is not None:
                 model = deferred.resolve()
                 snapshot = deferred.snapshot()
+                output = deferred.output()
             _collect(outcome, model, output, snapshot)
             recorder.name_modules(model)
         finally:

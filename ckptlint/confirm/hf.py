@@ -1,4 +1,5 @@
-"""transformers models without the Hub: tiny configs, `from_pretrained` offline, and their inputs.
+"""transformers models without the Hub: tiny configs, `from_pretrained` offline (tokenizers too),
+and their inputs.
 
 Runs in the confirm child only. `from_pretrained(name, **kwargs)` cannot download anything there;
 `offline_from_pretrained()` makes it build the same class from a tiny instance of its
@@ -77,16 +78,21 @@ def _config_class_for(cls: type, name: Any) -> Optional[type]:
 def offline_from_pretrained(built: list[str]) -> Iterator[None]:
     """While active, `SomeModel.from_pretrained(name, **kwargs)` returns `SomeModel` built from a
     tiny config; `built` receives one description per model built this way."""
-    modeling_utils = sys.modules.get("transformers.modeling_utils")
-    if modeling_utils is None:
+    if "transformers" not in sys.modules:
         yield
         return
+    # transformers imports lazily (`from transformers import AutoModel` loads neither
+    # modeling_utils nor the tokenizer base), and each Auto class carries its own copy of
+    # from_pretrained (auto_class_update), so every one of them is patched.
+    import transformers.modeling_utils as modeling_utils
+    import transformers.models.auto.auto_factory as auto
+    import transformers.models.auto.modeling_auto  # noqa: F401  (defines the Auto classes)
+    import transformers.tokenization_utils_base  # noqa: F401  (patched in _offline_tokenizers)
+
     base = modeling_utils.PreTrainedModel
-    auto = sys.modules.get("transformers.models.auto.auto_factory")
     auto_base = getattr(auto, "_BaseAutoModelClass", None)
-    originals = [(base, base.__dict__["from_pretrained"])]
-    if auto_base is not None:
-        originals.append((auto_base, auto_base.__dict__["from_pretrained"]))
+    owners = [base, *(_subclasses(auto_base) if auto_base is not None else ())]
+    originals = [(owner, owner.__dict__["from_pretrained"]) for owner in owners if "from_pretrained" in owner.__dict__]
 
     def from_pretrained(cls: type, name: Any = None, *args: Any, **kwargs: Any) -> Any:
         config_class = _config_class_for(cls, name)
@@ -109,11 +115,59 @@ def offline_from_pretrained(built: list[str]) -> Iterator[None]:
 
     for owner, _ in originals:
         owner.from_pretrained = classmethod(from_pretrained)
+    originals += _offline_tokenizers(built)
     try:
         yield
     finally:
         for owner, original in originals:
             owner.from_pretrained = original
+
+
+def _subclasses(cls: type) -> list[type]:
+    """`cls` and every subclass of it defined so far."""
+    found, stack = [], [cls]
+    while stack:
+        current = stack.pop()
+        if current not in found:
+            found.append(current)
+            stack.extend(current.__subclasses__())
+    return found
+
+
+def _offline_tokenizers(built: list[str]) -> list[tuple[type, Any]]:
+    """Make the tokenizer classes' `from_pretrained` return a character-level tokenizer (below the
+    tiny vocabulary); the (class, original) pairs to restore."""
+    patched: list[tuple[type, Any]] = []
+    for module_name, class_name in (
+        ("transformers.tokenization_utils_base", "PreTrainedTokenizerBase"),
+        ("transformers.models.auto.tokenization_auto", "AutoTokenizer"),
+    ):
+        owner = getattr(sys.modules.get(module_name), class_name, None)
+        if isinstance(owner, type) and "from_pretrained" in owner.__dict__:
+            patched.append((owner, owner.__dict__["from_pretrained"]))
+
+    def from_pretrained(cls: type, name: Any = None, *args: Any, **kwargs: Any) -> Any:
+        built.append(f"{cls.__name__}.from_pretrained({name!r}) built a character-level tokenizer of {len(CHARACTERS)} tokens (no download)")
+        return character_tokenizer()
+
+    for owner, _ in patched:
+        owner.from_pretrained = classmethod(from_pretrained)
+    return patched
+
+
+_SPECIAL_TOKENS = {"unk_token": "<unk>", "bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>"}
+CHARACTERS = [*_SPECIAL_TOKENS.values(), *(chr(code) for code in range(32, 127))]
+
+
+def character_tokenizer() -> Any:
+    """A tokenizer with one token per printable ASCII character (and four special tokens): ids stay
+    below TINY_CONFIG's vocabulary, so the tiny models embed whatever text a script tokenizes."""
+    from tokenizers import Tokenizer, decoders, models
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE(vocab={token: i for i, token in enumerate(CHARACTERS)}, merges=[], unk_token="<unk>"))
+    tokenizer.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, **_SPECIAL_TOKENS)
 
 
 def model_inputs(model: Any, keywords: list[str], device: str) -> Optional[tuple[dict[str, Any], str]]:

@@ -14,6 +14,7 @@ import builtins
 import importlib.util
 import json
 import os
+import re
 import sys
 import traceback
 import warnings
@@ -137,6 +138,11 @@ def _run_plans(job: dict[str, Any], module: Any, device: str, example_errors: li
     return last
 
 
+# A call of torch's checkpoint functions or transformers' (not `gradient_checkpointing_enable(`,
+# which only switches checkpointing on: its calls happen elsewhere).
+_CHECKPOINT_CALL = re.compile(r"(?<![\w])(?:checkpoint|checkpoint_sequential|_gradient_checkpointing_func)\s*\(")
+
+
 def _missed(report: Any, job: dict[str, Any]) -> str:
     """Why a fallible plan (a script) says nothing about the findings: it failed without
     checkpointing too, or never ran the checkpoint call a finding points at."""
@@ -151,7 +157,7 @@ def _missed(report: Any, job: dict[str, Any]) -> str:
     for finding in job["findings"]:
         path = finding.get("path", job["path"])
         lines = range(finding["line"], (finding.get("end_line") or finding["line"]) + 1)
-        at_site = any("checkpoint" in linecache.getline(path, n) for n in lines)
+        at_site = any(_CHECKPOINT_CALL.search(linecache.getline(path, n)) for n in lines)
         if at_site and not ab.calls_at(report, path, finding["line"], finding.get("end_line") or finding["line"]):
             return f"the checkpoint call at line {finding['line']} did not run"
     return ""

@@ -39,6 +39,7 @@ class ScriptModel(ab.DeferredModel):
         self.roots: list[torch.nn.Module] = []
         self.snapshots: dict[int, dict[str, bool]] = {}
         self.namespace: dict[str, Any] = {}  # the script's globals, once it runs
+        self.outputs: dict[int, Any] = {}  # each root's output of its last call
         self._depth = 0
 
     def resolve(self) -> Optional[torch.nn.Module]:
@@ -62,6 +63,9 @@ class ScriptModel(ab.DeferredModel):
         model = self.resolve()
         return self.snapshots.get(id(model), {}) if model is not None else {}
 
+    def output(self) -> Any:
+        return self.outputs.get(id(self.resolve()))
+
     def hooks(self) -> Any:
         def before(module: torch.nn.Module, args: Any) -> None:
             if self._depth == 0 and all(module is not r for r in self.roots):
@@ -74,6 +78,7 @@ class ScriptModel(ab.DeferredModel):
             self._depth = max(0, self._depth - 1)
             if self._depth == 0:
                 self.snapshots[id(module)] = ab.attribute_grads(module)
+                self.outputs[id(module)] = output
 
         return (
             torch.nn.modules.module.register_module_forward_pre_hook(before),

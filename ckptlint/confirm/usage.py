@@ -12,6 +12,7 @@ the confirm child.
 from __future__ import annotations
 
 import ast
+import builtins
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -286,27 +287,67 @@ def flat_script(path: str, source: Optional[str] = None) -> bool:
 
 def definitions(tree: ast.Module) -> ast.Module:
     """`tree` without its script statements: what importing a flat script should run."""
-    return ast.Module(body=[node for node in tree.body if _is_definition(node)], type_ignores=[])
+    return ast.Module(body=_split(tree)[0], type_ignores=[])
 
 
 def script_statements(tree: ast.Module) -> list[ast.stmt]:
     """Top-level statements that do something when the module is imported: not imports,
-    definitions, docstrings or assignments of values computed without a call."""
-    return [node for node in tree.body if not _is_definition(node)]
+    definitions, docstrings or names bound to values computed without a call from earlier
+    definitions (`VOCAB = 100`, `DTYPE = torch.float32`)."""
+    return _split(tree)[1]
 
 
-def _is_definition(node: ast.stmt) -> bool:
+def _split(tree: ast.Module) -> tuple[list[ast.stmt], list[ast.stmt]]:
+    """(definitions, script statements), in order. A statement that reads a name only a script
+    statement binds is itself part of the script (`tokenizer.pad_token = tokenizer.eos_token`)."""
+    bound = set(dir(builtins)) | {"__name__", "__file__", "__doc__"}
+    kept: list[ast.stmt] = []
+    script: list[ast.stmt] = []
+    for node in tree.body:
+        if _is_definition(node, bound):
+            kept.append(node)
+            bound |= _bound_by(node)
+        else:
+            script.append(node)
+    return kept, script
+
+
+def _is_definition(node: ast.stmt, bound: set[str]) -> bool:
     if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Pass)):
         return True
     if isinstance(node, ast.Expr):
         return isinstance(node.value, ast.Constant)
     if isinstance(node, (ast.Assign, ast.AnnAssign)):
-        return node.value is None or not any(isinstance(n, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom)) for n in ast.walk(node.value))
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        names_only = all(isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Store)) for target in targets for n in ast.walk(target))
+        return names_only and (node.value is None or _computed_from(node.value, bound))
     if isinstance(node, ast.Try):
-        return all(_is_definition(s) for block in (node.body, node.orelse, node.finalbody, *[h.body for h in node.handlers]) for s in block)
+        return all(_is_definition(s, bound) for block in (node.body, node.orelse, node.finalbody, *[h.body for h in node.handlers]) for s in block)
     if isinstance(node, ast.If):
-        return not _is_main_test(node.test) and all(_is_definition(s) for s in [*node.body, *node.orelse])
+        return not _is_main_test(node.test) and _computed_from(node.test, bound) and all(_is_definition(s, bound) for s in [*node.body, *node.orelse])
     return False
+
+
+def _computed_from(value: ast.expr, bound: set[str]) -> bool:
+    """Whether `value` calls nothing and reads only names in `bound`."""
+    for node in ast.walk(value):
+        if isinstance(node, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)):
+            return False
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in bound:
+            return False
+    return True
+
+
+def _bound_by(node: ast.stmt) -> set[str]:
+    """Module-level names a definition binds (not the locals of its functions)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    if isinstance(node, (ast.Try, ast.If)):
+        blocks = [node.body, node.orelse] + ([node.finalbody, *[h.body for h in node.handlers]] if isinstance(node, ast.Try) else [])
+        return {name for block in blocks for statement in block for name in _bound_by(statement)}
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def _is_main_test(test: ast.expr) -> bool:

@@ -169,4 +169,4 @@ def test_usage_reads_construction_sites_keywords_and_calls(tmp_path):
 def test_a_main_without_backward_is_no_target():
     tree = ast.parse("def f(model):\n    return model(1)\n\nif __name__ == '__main__':\n    f(None)\n")
     assert usage.main_entry(tree)[0] == "block"
-    assert usage._main_reaching(tree, "f") == ""
+    assert usage.main_reaching(tree, "f") == ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import textwrap
 
 from ckptlint.confirm import targets
@@ -121,3 +122,33 @@ def test_a_helper_without_a_model_parameter_runs_through_the_script_that_calls_i
     })
     target = _resolve(package, monkeypatch, "train.py")
     assert (target.kind, target.qualname) == ("function", "run")
+
+
+def test_importing_a_flat_script_runs_its_definitions_only():
+    from ckptlint.confirm import usage
+
+    tree = ast.parse(textwrap.dedent("""
+        import torch
+        from transformers import AutoTokenizer
+        NAME = "gpt2"
+        DTYPE = torch.float32
+        tokenizer = AutoTokenizer.from_pretrained(NAME)
+        tokenizer.pad_token = tokenizer.eos_token
+        PAD = tokenizer.pad_token
+        try:
+            import numpy
+        except ImportError:
+            numpy = None
+        if DTYPE is None:
+            DTYPE = torch.float16
+
+        class Net(torch.nn.Module):
+            pass
+
+        for step in range(2):
+            loss = Net()(torch.ones(1)).sum()
+            loss.backward()
+    """))
+    kept = [ast.unparse(node).splitlines()[0] for node in usage.definitions(tree).body]
+    assert kept == ["import torch", "from transformers import AutoTokenizer", "NAME = 'gpt2'", "DTYPE = torch.float32", "try:", "if DTYPE is None:", "class Net(torch.nn.Module):"]
+    assert usage.main_entry(tree)[0] == "module"
