@@ -25,8 +25,9 @@ class Discovery:
     unreadable: list[tuple[str, str]] = field(default_factory=list)
 
 
-def discover(paths: Sequence[str], settings: Settings) -> Discovery:
-    walker = _Walker(settings)
+def discover(paths: Sequence[str], settings: Settings, listing: Optional[Listing] = None) -> Discovery:
+    """`listing` records what the walks read."""
+    walker = _Walker(settings, listing)
     found: set[str] = set()
     missing: list[str] = []
     for given in paths:
@@ -48,10 +49,54 @@ def discover(paths: Sequence[str], settings: Settings) -> Discovery:
     return Discovery(files=[Path(p) for p in _sorted_paths(found)], missing=missing, unreadable=walker.unreadable)
 
 
-def project_paths(root: str, settings: Settings) -> list[str]:
+def project_paths(root: str, settings: Settings, listing: Optional[Listing] = None) -> list[str]:
     """The lintable files under the folder `root`, absolute and sorted (what cannot be listed is
-    left out: a run reports it when it names that folder)."""
-    return _sorted_paths(_Walker(settings).walk(os.path.abspath(root)))
+    left out: a run reports it when it names that folder); `listing` records what the walk read."""
+    return _sorted_paths(_Walker(settings, listing).walk(os.path.abspath(root)))
+
+
+@dataclass
+class Listing:
+    """What a walk read: each folder listed, with its ctime (adding, removing or renaming an entry
+    changes it, so does a change of permissions; editing a file in it does not), and each ignore or
+    tag file read, or looked for, with its stat; while none of them changed, the walk finds the
+    same files."""
+
+    folders: dict[str, int] = field(default_factory=dict)
+    # path -> [size, mtime, inode], or None when it did not exist
+    files: dict[str, Optional[list[int]]] = field(default_factory=dict)
+    # Whether `.git` existed: its mtime changes with every commit, which changes nothing walked.
+    probes: dict[str, bool] = field(default_factory=dict)
+
+    def folder(self, path: str) -> None:
+        try:
+            self.folders[path] = os.stat(path).st_ctime_ns
+        except OSError:
+            self.folders[path] = -1
+
+    def file(self, path: str) -> None:
+        self.files[path] = _signature(path)
+
+    def unchanged(self, before_ns: int) -> bool:
+        """Nothing read has changed (nor changed after `before_ns`, within the same clock tick)."""
+        for path, mtime in self.folders.items():
+            try:
+                now = os.stat(path).st_ctime_ns
+            except OSError:
+                return False
+            if now != mtime or now >= before_ns:
+                return False
+        return all(_signature(path) == signature for path, signature in self.files.items()) and all(
+            os.path.exists(path) == exists for path, exists in self.probes.items()
+        )
+
+
+def _signature(path: str) -> Optional[list[int]]:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return [status.st_size, status.st_mtime_ns, status.st_ino]
 
 
 def _sorted_paths(paths: Iterable[str]) -> list[str]:
@@ -223,8 +268,9 @@ def _dir_prefix(directory: str) -> str:
 
 
 class _Walker:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, listing: Optional[Listing] = None) -> None:
         self._settings = settings
+        self._listing = listing
         self._excludes = [
             p for p in map(compile_pattern, settings.exclude + settings.extend_exclude) if p
         ]
@@ -236,14 +282,21 @@ class _Walker:
         pending = [(root, self._inherited_rules(root))]
         while pending:
             directory, rules = pending.pop()
+            if self._listing is not None:
+                self._listing.folder(directory)  # before listing it: a change during the walk shows
             try:
                 with os.scandir(directory) as it:
                     entries = list(it)
             except OSError as error:
                 self.unreadable.append((directory, f"cannot list directory: {error.strerror or error}"))
                 continue
-            if any(e.name == TAG_NAME for e in entries) and is_tagged(directory):
-                continue  # a cache (ckptlint's or another tool's) is never linted
+            if any(e.name == TAG_NAME for e in entries):
+                if self._listing is not None:
+                    self._listing.file(os.path.join(directory, TAG_NAME))
+                if is_tagged(directory):
+                    if self._listing is not None:  # its own writes change its mtime: the tag is what matters
+                        del self._listing.folders[directory]
+                    continue  # a cache (ckptlint's or another tool's) is never linted
             if self._settings.respect_gitignore and any(e.name == ".gitignore" for e in entries):
                 rules = rules + self._load(os.path.join(directory, ".gitignore"), directory)
             for entry in entries:
@@ -281,7 +334,7 @@ class _Walker:
         if not self._settings.respect_gitignore:
             return ()
         chain = [root]  # root and its parents up to the git root, nearest first
-        while not os.path.exists(os.path.join(chain[-1], ".git")):
+        while not self._exists(os.path.join(chain[-1], ".git")):
             parent = os.path.dirname(chain[-1])
             if parent == chain[-1]:
                 return ()  # not in a repository: only .gitignore files inside the tree apply
@@ -292,7 +345,15 @@ class _Walker:
             rules += self._load(os.path.join(directory, ".gitignore"), directory)
         return rules
 
+    def _exists(self, path: str) -> bool:
+        exists = os.path.exists(path)
+        if self._listing is not None:
+            self._listing.probes[path] = exists
+        return exists
+
     def _load(self, path: str, base: str) -> tuple[_Rules, ...]:
+        if self._listing is not None:
+            self._listing.file(path)
         if path not in self._ignore_files:
             try:
                 with open(path, encoding="utf-8", errors="replace") as f:

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Seque
 from ckptlint import __version__, progress
 from ckptlint.cache import ResultCache
 from ckptlint.config import Settings
-from ckptlint.discovery import Discovery, discover
+from ckptlint.discovery import Discovery, Listing, discover
 from ckptlint.findings import SAFE, UNSAFE, FileError, Finding, LintReport, Severity
 from ckptlint.index import ModuleSummary, ProjectIndex, project_fingerprint, summarize
 from ckptlint.lines import lines_of, newline_of
 from ckptlint.limits import describe, run_deep, too_deep, without_long_string_runs
 from ckptlint.names import module_name_for
-from ckptlint.project import Known, ProjectFiles
+from ckptlint.project import Known, ProjectFiles, display_path
 from ckptlint.relevance import SourceSlice, can_matter, definitions_source, relevant_source, whole_source
 from ckptlint.rules import all_rules
 from ckptlint.source import Source, SourceError, decode, read_source
@@ -112,40 +112,18 @@ def _lint(
     project: Optional[Path],
 ) -> LintReport:
     report = LintReport()
-    discovery = discover([p for p in paths if p != "-"], settings)
-    state = ProjectFiles(project, settings, cache, discovery.files, paths) if project is not None else None
-    read: _Read = []
-    units = _read(discovery, settings, stdin, report, state, read)
-    named = frozenset(u.path for u in units)
-    if state is not None:
-        units += _project_units(state, settings, units, read)
-    jobs = max(1, jobs or os.cpu_count() or 1)
-    summaries = _Summaries(units, cache, jobs, report, named)
-    if state is not None:
-        _remember(state, read, summaries)
-    report.files_checked = sum(path in named for path in summaries.declared)
-    digests = {u.path: u.digest for u in units}
-    key_prefix = f"r:{__version__}:{settings.fingerprint()}:{versions.torch.text}:{versions.transformers.text}:{summaries.fingerprint()}"
-    silent = state.silent_for(key_prefix, digests, named) if state is not None else set()
-    keys = {path: f"{key_prefix}:{path}:{digests[path]}" for path in summaries.declared if path not in silent}
-    # Every file has a cached verdict, "cannot matter" included: with nothing changed, no summary is
-    # decoded, no index is built and nothing is parsed.
-    cached = cache.get_many(keys.values(), _valid_results) if cache else {}
-    results = {}
-    for path, key in keys.items():
-        valid = next((result for result in cached.get(key, ()) if _still_valid(result, digests)), None)
-        if valid is not None:
-            results[path] = valid
-    missed = [u for u in units if u.path in keys and u.path not in results]
-    del units  # only the missed files' sources are needed from here on
-    if missed:
-        fresh = _analyze_missed(missed, summaries.all(), (versions, settings, digests), jobs)
-        if cache:
-            cache.put_many({keys[path]: [result, *cached.get(keys[path], ())][:_RESULT_VARIANTS] for path, result in fresh.items()})
-        results.update(fresh)
-    if state is not None:
-        state.note_results(key_prefix, results, digests)
-        state.save()
+    listing = Listing() if project is not None else None
+    discovery = discover([p for p in paths if p != "-"], settings, listing)
+    state = ProjectFiles(project, settings, cache, discovery.files, paths, listing) if project is not None else None
+    unchanged = _unchanged_results(state, discovery, settings, versions, cache) if state is not None and stdin is None else None
+    cwd = os.path.join(os.getcwd(), "")
+    report.errors.extend(FileError(p, "no such file or directory") for p in discovery.missing)
+    report.errors.extend(FileError(display_path(str(path), cwd), message) for path, message in discovery.unreadable)
+    if unchanged is not None:
+        named, results = unchanged
+        report.files_checked = len(named)
+    else:
+        named, results = _changed_results(discovery, settings, versions, jobs, cache, stdin, state, report)
     findings: dict[tuple, Finding] = {}
     for path in sorted(results):
         result = results[path]
@@ -164,6 +142,80 @@ def _lint(
     report.findings = sorted(findings.values(), key=lambda f: (f.path, f.cell or 0, f.line, f.column, f.code))
     report.errors.sort()
     return report
+
+
+def _changed_results(
+    discovery: Discovery,
+    settings: Settings,
+    versions: LibraryVersions,
+    jobs: Optional[int],
+    cache: Optional[ResultCache],
+    stdin: Optional[tuple[str, str | bytes]],
+    state: Optional[ProjectFiles],
+    report: LintReport,
+) -> tuple[frozenset[str], dict[str, dict]]:
+    """The named files (as shown) and the results that can report into them: from the cache while
+    valid, else analysed."""
+    read: _Read = []
+    units = _read(discovery, settings, stdin, report, state, read)
+    named = frozenset(u.path for u in units)
+    if state is not None:
+        units += _project_units(state, settings, units, read)
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    summaries = _Summaries(units, cache, jobs, report, named)
+    if state is not None:
+        _remember(state, read, summaries)
+    report.files_checked = sum(path in named for path in summaries.declared)
+    digests = {u.path: u.digest for u in units}
+    key_prefix = _key_prefix(settings, versions, summaries.fingerprint())
+    silent = state.silent_for(key_prefix, digests, named) if state is not None else set()
+    keys = {path: f"{key_prefix}:{path}:{digests[path]}" for path in summaries.declared if path not in silent}
+    # Every file has a cached verdict, "cannot matter" included: with nothing changed, no summary is
+    # decoded, no index is built and nothing is parsed.
+    cached = cache.get_many(keys.values(), _valid_results) if cache else {}
+    results = _valid_cached(keys, cached, digests)
+    missed = [u for u in units if u.path in keys and u.path not in results]
+    del units  # only the missed files' sources are needed from here on
+    if missed:
+        fresh = _analyze_missed(missed, summaries.all(), (versions, settings, digests), jobs)
+        if cache:
+            cache.put_many({keys[path]: [result, *cached.get(keys[path], ())][:_RESULT_VARIANTS] for path, result in fresh.items()})
+        results.update(fresh)
+    if state is not None:
+        state.note_results(key_prefix, results, digests)
+        state.save()
+    return named, results
+
+
+def _unchanged_results(state: ProjectFiles, discovery: Discovery, settings: Settings, versions: LibraryVersions, cache: Optional[ResultCache]) -> Optional[tuple[frozenset[str], dict[str, dict]]]:
+    """What `_changed_results` gives when no project file changed since the project's state was
+    written and every result needed is cached: from the state's head alone, no file read, no
+    summary decoded (None otherwise)."""
+    unchanged = state.unchanged
+    if unchanged is None or cache is None:
+        return None
+    named = frozenset(display_path(str(path), state.cwd) for path in discovery.files)
+    key_prefix = _key_prefix(settings, versions, unchanged.fingerprint)
+    if key_prefix != unchanged.prefix or not all(path in unchanged.digests and path not in unchanged.failed for path in named):
+        return None
+    wanted = named.union(*(unchanged.into.get(path, ()) for path in named))
+    keys = {path: f"{key_prefix}:{path}:{unchanged.digests[path]}" for path in wanted}
+    results = _valid_cached(keys, cache.get_many(keys.values(), _valid_results), unchanged.digests)
+    return (named, results) if len(results) == len(keys) else None
+
+
+def _key_prefix(settings: Settings, versions: LibraryVersions, fingerprint: str) -> str:
+    return f"r:{__version__}:{settings.fingerprint()}:{versions.torch.text}:{versions.transformers.text}:{fingerprint}"
+
+
+def _valid_cached(keys: dict[str, str], cached: dict[str, Any], digests: dict[str, str]) -> dict[str, dict]:
+    """Each file's first cached result still valid for the project's files as they are."""
+    results = {}
+    for path, key in keys.items():
+        valid = next((result for result in cached.get(key, ()) if _still_valid(result, digests)), None)
+        if valid is not None:
+            results[path] = valid
+    return results
 
 
 _FINDING_TYPES = {"path": str, "line": int, "column": int, "end_line": int, "end_column": int, "code": str, "message": str, "help": str, "severity": str}
@@ -229,12 +281,10 @@ _Read = List[Tuple[str, os.stat_result, "_Unit"]]
 
 def _read(discovery: Discovery, settings: Settings, stdin: Optional[tuple[str, str | bytes]], report: LintReport, state: Optional[ProjectFiles], read: _Read) -> list[_Unit]:
     """The named files (and stdin)."""
-    report.errors.extend(FileError(p, "no such file or directory") for p in discovery.missing)
     units: list[_Unit] = []
     cwd = os.path.join(os.getcwd(), "")
-    report.errors.extend(FileError(_display_path(path, cwd), message) for path, message in discovery.unreadable)
     for path in discovery.files:
-        shown = _display_path(path, cwd)
+        shown = display_path(str(path), cwd)
         try:
             units.append(_load(str(path), shown, settings, state, read))
         except SourceError as error:
@@ -261,7 +311,7 @@ def _project_units(state: ProjectFiles, settings: Settings, named: list[_Unit], 
         if path in given:
             continue
         try:
-            units.append(_load(path, _display_path(path, cwd), settings, state, read))
+            units.append(_load(path, display_path(str(path), cwd), settings, state, read))
         except SourceError:
             continue
     return units
@@ -270,10 +320,14 @@ def _project_units(state: ProjectFiles, settings: Settings, named: list[_Unit], 
 def _load(path: str, shown: str, settings: Settings, state: Optional[ProjectFiles], read: _Read) -> _Unit:
     """The file at the absolute `path`: from the project's state while it is unchanged (not read),
     else read; a file read goes to `read` with its stat from before the read, for `_remember`."""
-    try:
-        stat: Optional[os.stat_result] = os.stat(path)
-    except OSError:
-        stat = None  # read_source says why
+    stat: Optional[os.stat_result]
+    if state is not None and path in state.stats:
+        stat = state.stats[path]
+    else:
+        try:
+            stat = os.stat(path)
+        except OSError:
+            stat = None  # read_source says why
     if state is not None and stat is not None and stat.st_size <= settings.max_file_size:
         known = state.known(path, stat)
         if known is not None:
@@ -304,12 +358,6 @@ def _release_freed_memory() -> None:
 def _still_valid(result: dict, digests: dict[str, str]) -> bool:
     """A cached result also depends on the other files whose bodies its analysis read."""
     return all(digests.get(path) == digest for path, digest in result.get("depends", {}).items())
-
-
-def _display_path(path: Path, cwd: str) -> str:
-    """Paths as users typed them: relative to the working directory when inside it."""
-    text = str(path)
-    return text[len(cwd):] if text.startswith(cwd) else text
 
 
 def _unit(source: Source, path: Optional[Path] = None) -> _Unit:

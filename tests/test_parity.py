@@ -107,3 +107,42 @@ def test_an_edit_elsewhere_in_the_project_reaches_the_file_named(fixture_project
     assert _check("--cache-dir", cache, layers)["findings"] == []
     encoder.write_text(text)
     assert [f["code"] for f in _check("--cache-dir", cache, layers)["findings"]] == ["CKPT007"]
+
+
+@pytest.fixture
+def trusted_state(monkeypatch):
+    """The project's state as written just now is trusted (no edit can hide in the clock tick),
+    and the runs that decode its details are counted."""
+    monkeypatch.setattr(ckptlint.project, "_RACY_NS", 0)
+    decoded: list[str] = []
+    real = ckptlint.project.ProjectFiles._load_details
+    monkeypatch.setattr(ckptlint.project.ProjectFiles, "_load_details", lambda self: decoded.append(self.details_key) or real(self))
+    return decoded
+
+
+def test_a_run_where_nothing_changed_decodes_only_the_head_of_the_state(fixture_project, trusted_state):
+    cache = str(fixture_project.parent / "cache")
+    whole = _by_file(_check("--cache-dir", cache, "."))
+    trusted_state.clear()
+    for name in ("fixtures/crossfile/text/layers.py", "fixtures/crossfile/vision/net.py", "fixtures/cifar_checkpointed.py"):
+        assert _by_file(_check("--cache-dir", cache, name)) == ({name: whole[name]} if name in whole else {}), name
+    assert trusted_state == []
+
+
+def test_a_file_added_or_an_ignore_file_edited_is_seen_without_a_new_walk_missing_it(fixture_project, trusted_state):
+    """The walk's listing is reused while no folder it listed changed: a new file changes its folder,
+    an ignore file edited in place is checked itself."""
+    cache = str(fixture_project.parent / "cache")
+    layers, folder = "fixtures/crossfile/text/layers.py", fixture_project / "fixtures/crossfile/text"
+    _check("--cache-dir", cache, ".")
+    text = (folder / "encoder.py").read_text()
+    (folder / "encoder.py").unlink()
+    assert _check("--cache-dir", cache, layers)["findings"] == []
+    (folder / "renamed_encoder.py").write_text(text)
+    assert [f["code"] for f in _check("--cache-dir", cache, layers)["findings"]] == ["CKPT007"]
+    ignore = folder / ".gitignore"
+    ignore.write_text("renamed_encoder.py\n")
+    assert _check("--cache-dir", cache, layers)["findings"] == []
+    with open(ignore, "w") as edited:  # in place: the folder's entries stay as they are
+        edited.write("# nothing ignored\n")
+    assert [f["code"] for f in _check("--cache-dir", cache, layers)["findings"]] == ["CKPT007"]
