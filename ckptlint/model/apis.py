@@ -108,6 +108,11 @@ LIGHTNING_MODULES = frozenset(
         "lightning.pytorch.core.module.LightningModule",
     }
 )
-LIGHTNING_NO_GRAD_STEPS = frozenset({"validation_step", "test_step", "predict_step"})
+# The hooks Lightning 2.6 runs with grad disabled, and how (measured: tests/runtime/test_lightning_runtime.py).
+LIGHTNING_NO_GRAD_STEPS = {
+    "validation_step": "torch.no_grad() inside `Trainer.fit`, torch.inference_mode() in `trainer.validate`",
+    "test_step": "torch.inference_mode(); torch.no_grad() with `Trainer(inference_mode=False)`",
+    "predict_step": "torch.inference_mode(); torch.no_grad() with `Trainer(inference_mode=False)`",
+}
 # Lightning's fit loop passes the DataLoader's batch, moved to the device, as the first argument.
 LIGHTNING_TRAINING_STEP = "training_step"

@@ -259,7 +259,7 @@ class ModelBuilder(ReadOnlyWalker):
         for decorator in node.decorators:
             scope.grad.append(self.grad_mark(decorator.decorator, decorator, as_decorator=True))
         if node.name.value in LIGHTNING_NO_GRAD_STEPS and self.is_lightning(scope.class_qualname):
-            scope.grad.append(GradContext(f"Lightning `{node.name.value}` (runs under torch.no_grad())", node.name))
+            scope.grad.append(GradContext(f"Lightning `{node.name.value}` (runs under {LIGHTNING_NO_GRAD_STEPS[node.name.value]})", node.name))
         self.scopes.append(scope)
 
     def is_lightning(self, class_qualname: Optional[str]) -> bool:
