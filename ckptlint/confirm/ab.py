@@ -600,8 +600,12 @@ def loss_of(output: Any) -> torch.Tensor:
     return total if total is not None else torch.zeros(())
 
 
+_IDS_SHOWN = 64
+
+
 def _structure(value: Any, path: str, out: dict[str, str], depth: int = 0) -> None:
-    """Container shapes of a step's return value (None, lengths), not tensor values."""
+    """Container shapes of a step's return value (None, lengths) and the integer tensors in it (token
+    ids: a rollout decoded without its cache picks other tokens), not floating-point values."""
     if depth > 3 or len(out) > 64:
         return
     if value is None:
@@ -617,6 +621,10 @@ def _structure(value: Any, path: str, out: dict[str, str], depth: int = 0) -> No
             _structure(getattr(value, f.name, None), f"{path}.{f.name}", out, depth + 1)
     elif type(value).__name__.endswith("Cache") and hasattr(value, "__len__"):
         out[path] = f"{type(value).__name__} of {len(value)}"
+    elif isinstance(value, torch.Tensor) and not (value.is_floating_point() or value.is_complex() or value.dtype is torch.bool):
+        ids = value.detach().flatten().tolist()
+        shown = ids if len(ids) <= _IDS_SHOWN else [*ids[:_IDS_SHOWN], f"... {len(ids) - _IDS_SHOWN} more, sum {sum(ids)}"]
+        out[path] = f"{str(value.dtype).replace('torch.', '')}{list(value.shape)} {shown}"
 
 
 def _module_containers(model: Any, out: dict[str, str]) -> None:

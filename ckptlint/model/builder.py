@@ -174,9 +174,10 @@ class _Scope:
     eval_only: int = 0
     # Inside `if torch.is_grad_enabled():`: what runs here never runs without grad.
     grad_guards: int = 0
-    # Training scripts: models with checkpointing on, models in eval mode, cache spellings seen.
+    # Training scripts: models with checkpointing on, the mode `.train()` / `.eval()` last set
+    # (True: training), cache spellings seen.
     checkpointed_models: dict[str, cst.CSTNode] = field(default_factory=dict)
-    eval_models: set[str] = field(default_factory=set)
+    model_modes: dict[str, bool] = field(default_factory=dict)
     cache_spellings: list[tuple[str, cst.CSTNode, str]] = field(default_factory=list)
 
     def grad_disabled(self) -> Optional[GradContext]:
@@ -280,26 +281,45 @@ class ModelBuilder(ReadOnlyWalker):
                 self.cache_uses.append(CacheUse(node, kind, model, scope.checkpointed_models[model]))
 
     def note_model_call(self, node: cst.Call) -> None:
-        """`model(..., use_cache=True)`, `model.train()`, `Trainer(model=m, args=a)` in training code."""
+        """`model(..., use_cache=True)`, `model.train()`, `model.generate(...)`, `Trainer(model=m, args=a)`
+        in training code."""
         scope = self.scope
         func = node.func
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             name, method = func.value.value, func.attr.value
-            if method == "eval":
-                scope.eval_models.add(name)
-            elif method == "train":
-                scope.eval_models.discard(name)
+            if method in ("train", "eval"):
+                training = self.training_mode_set(node) if method == "train" else False
+                if training is None:
+                    scope.model_modes.pop(name, None)
+                else:
+                    scope.model_modes[name] = training
             elif method == "forward":
                 self.note_cache_keywords(name, node)
+            elif method == "generate" and name in scope.checkpointed_models and scope.model_modes.get(name) is True:
+                # transformers checkpoints in training whether or not grad is on, and drops the cache.
+                self.cache_uses.append(CacheUse(node, "generate", name, scope.checkpointed_models[name]))
         elif isinstance(func, cst.Name):
             self.note_cache_keywords(func.value, node)
             trainer = self.evaluate(func)
             if isinstance(trainer, Ref) and trainer.qualname in HF_TRAINERS:
                 self.note_trainer(node)
 
+    def training_mode_set(self, node: cst.Call) -> Optional[bool]:
+        """The mode `module.train(...)` sets: True without arguments (None: not known)."""
+        if not node.args:
+            return True
+        arg = node.args[0]
+        if arg.star or (arg.keyword is not None and arg.keyword.value != "mode"):
+            return None
+        mode = self.evaluate(arg.value)
+        return mode.value if isinstance(mode, Const) and isinstance(mode.value, bool) else None
+
     def note_cache_keywords(self, model: str, node: cst.Call) -> None:
         scope = self.scope
-        if model in scope.eval_models or scope.grad_disabled() is not None:
+        training = scope.model_modes.get(model)
+        # transformers drops the cache whenever the model is in train mode, grad or not; code under
+        # no_grad with no `.train()` in sight is taken for evaluation.
+        if training is False or (training is None and scope.grad_disabled() is not None):
             return
         for arg in node.args:
             name = arg.keyword.value if arg.keyword else None

@@ -206,9 +206,10 @@ class WrapperCall:
 
 @dataclass(frozen=True)
 class CacheUse:
-    """`use_cache=True` or `past_key_values=` for a model whose gradient checkpointing is on."""
+    """`use_cache=True`, `past_key_values=` or `generate()` for a model whose gradient checkpointing is on
+    (for `generate()`: and which is in train mode)."""
 
     node: cst.CSTNode
-    kind: str  # "use_cache" | "past_key_values"
+    kind: str  # "use_cache" | "past_key_values" | "generate"
     model: str  # the variable, as spelled
     enabled_by: cst.CSTNode  # where checkpointing was switched on

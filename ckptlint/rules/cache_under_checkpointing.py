@@ -21,7 +21,7 @@ class CacheUnderCheckpointing(Rule):
     code = "CKPT004"
     name = "cache-under-checkpointing"
     severity = Severity.ERROR
-    summary = "KV caches under gradient checkpointing: `use_cache=True`, `past_key_values=` in training, caches mutated in a checkpoint"
+    summary = "KV caches under gradient checkpointing: `use_cache=True`, `past_key_values=` in training, `generate()` in train mode, caches mutated in a checkpoint"
 
     def check(self, model: FileModel) -> Iterator[Diagnostic]:
         for use in model.cache_uses:
@@ -34,6 +34,16 @@ class CacheUnderCheckpointing(Rule):
                     "pass `use_cache=False` while training with checkpointing; cache only in eval()/generation",
                     severity=Severity.WARNING,
                     fixes=no_cache(use),
+                )
+            elif use.kind == "generate":
+                yield Diagnostic(
+                    use.node,
+                    f"`{use.model}.generate(...)` while `{use.model}` is in train() mode with gradient checkpointing on: "
+                    "transformers checkpoints its layers whenever the model is training (under generate's no_grad too) and "
+                    "drops the cache (\"Caching is incompatible with gradient checkpointing ... Setting `past_key_values=None`\"), "
+                    "so each step after the first sees only the newest token (measured on a tiny Llama with transformers 4.57 "
+                    "and 5.23: the first token matches, later tokens differ from eval())",
+                    f"call `{use.model}.eval()` before generating and `{use.model}.train()` after it",
                 )
             else:
                 yield Diagnostic(

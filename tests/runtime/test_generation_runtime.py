@@ -1,0 +1,72 @@
+"""Generation on a model in train() mode with gradient checkpointing on (CKPT004), with real transformers.
+
+Measured on a tiny 2-layer Llama (fixtures/rl_rollouts.py) with transformers 5.23 (4.57.1 gives the
+same tokens): in train mode every decoder layer is checkpointed, under generate()'s no_grad too, and
+drops the cache ("Caching is incompatible with gradient checkpointing in LlamaDecoderLayer. Setting
+`past_key_values=None`."), so every step after the first attends over the newest token only. The
+first generated token matches eval mode, the later ones differ. In eval() (or train(False)) mode the
+layers run plainly and the rollout matches the model without checkpointing.
+"""
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ckpt_runtime import load_fixture, real_transformers  # noqa: E402,F401
+
+pytestmark = pytest.mark.filterwarnings("ignore:`gradient_checkpointing_enable` is deprecated:FutureWarning")
+
+PROMPT = 6
+NEW = 8
+
+
+@pytest.fixture
+def fx(real_transformers):  # noqa: F811
+    return load_fixture("rl_rollouts")
+
+
+def rollouts(fx, step):
+    """(tokens sampled by `step` on the policy, tokens of the same policy without checkpointing in
+    eval mode, what the first layer's attention saw per step: (query length, cache passed))."""
+    torch.manual_seed(0)
+    policy = fx.build_policy()
+    reference = copy.deepcopy(policy).eval()
+    prompts = torch.randint(3, 64, (2, PROMPT))
+    with torch.no_grad():
+        expected = reference.generate(prompts, max_new_tokens=NEW, do_sample=False)
+    seen = []
+    hook = policy.model.layers[0].self_attn.register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append((kwargs["hidden_states"].shape[1], kwargs.get("past_key_values") is not None)), with_kwargs=True
+    )
+    optimizer = torch.optim.SGD(policy.parameters(), lr=0.0)
+    tokens = step(policy, prompts, optimizer)
+    hook.remove()
+    return tokens, expected, seen[: NEW]
+
+
+def test_rollouts_in_train_mode_decode_without_the_cache(fx):
+    tokens, expected, seen = rollouts(fx, fx.rollout_step)
+    assert tokens.shape == expected.shape == (2, PROMPT + NEW)
+    assert torch.equal(tokens[:, : PROMPT + 1], expected[:, : PROMPT + 1])  # the first new token still sees the prompt
+    assert (tokens[:, PROMPT + 1 :] != expected[:, PROMPT + 1 :]).any()
+    # After the first step each layer sees one token and no cache.
+    assert seen[0] == (PROMPT, False) and all(entry == (1, False) for entry in seen[1:])
+
+
+@pytest.mark.parametrize("step", ["rollout_step_in_eval_mode", "rollout_step_train_false"])
+def test_rollouts_in_eval_mode_match_the_model_without_checkpointing(fx, step):
+    tokens, expected, seen = rollouts(fx, getattr(fx, step))
+    assert torch.equal(tokens, expected)
+    assert seen[0] == (PROMPT, True) and all(entry == (1, True) for entry in seen[1:])
+
+
+def test_a_cached_forward_in_train_mode_returns_no_cache_under_no_grad(fx):
+    torch.manual_seed(0)
+    policy = fx.build_policy()
+    prompts = torch.randint(3, 64, (2, PROMPT))
+    assert fx.prompt_cache(policy, prompts) is None
+    policy.eval()
+    with torch.no_grad():
+        assert policy(prompts, use_cache=True).past_key_values is not None

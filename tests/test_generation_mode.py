@@ -1,0 +1,54 @@
+"""CKPT004 for generation: `generate()` and cached forwards on a model in train() mode with
+gradient checkpointing on (transformers drops the cache; measured in tests/runtime/test_generation_runtime.py)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from conftest import lint_text
+
+ENABLE = 'model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})'
+
+
+def findings(body: str) -> set[tuple[int, str]]:
+    source = "import torch\n\n\ndef rollout(model, prompts):\n" + textwrap.indent(textwrap.dedent(body), "    ")
+    report = lint_text(source)
+    assert report.errors == []
+    return {(f.line - 4, f.code) for f in report.findings}
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        (f"{ENABLE}\nmodel.train()\nreturn model.generate(prompts, max_new_tokens=8)\n", {(3, "CKPT004")}),
+        (f"{ENABLE}\nmodel.train()\nwith torch.no_grad():\n    return model.generate(prompts)\n", {(4, "CKPT004")}),
+        (f"model.train()\n{ENABLE}\nreturn model.generate(prompts)\n", {(3, "CKPT004")}),
+        (f"{ENABLE}\nmodel.train(True)\nreturn model.generate(prompts)\n", {(3, "CKPT004")}),
+        # Back in train mode after an evaluation.
+        (f"{ENABLE}\nmodel.eval()\nmodel.generate(prompts)\nmodel.train()\nreturn model.generate(prompts)\n", {(5, "CKPT004")}),
+        # A cached forward in train mode drops the cache under no_grad too.
+        (f"{ENABLE}\nmodel.train()\nwith torch.no_grad():\n    return model(prompts, use_cache=True).past_key_values\n", {(4, "CKPT004")}),
+        # Correct: eval() (or train(False)) before generating.
+        (f"{ENABLE}\nmodel.train()\nmodel.eval()\nreturn model.generate(prompts)\n", set()),
+        (f"{ENABLE}\nmodel.train()\nmodel.train(False)\nreturn model.generate(prompts)\n", set()),
+        (f"{ENABLE}\nmodel.train(mode=False)\nreturn model.generate(prompts)\n", set()),
+        # from_pretrained returns the model in eval mode: nothing shows train() here.
+        (f"{ENABLE}\nreturn model.generate(prompts)\n", set()),
+        # Checkpointing switched on only after generating.
+        (f"model.train()\nout = model.generate(prompts)\n{ENABLE}\nreturn out\n", set()),
+        # Without checkpointing, train mode only changes dropout.
+        ("model.train()\nreturn model.generate(prompts)\n", set()),
+        # A cached forward under no_grad whose mode is not known here stays unflagged.
+        (f"{ENABLE}\nwith torch.no_grad():\n    return model(prompts, use_cache=True).past_key_values\n", set()),
+    ],
+)
+def test_generation_in_train_mode(body, expected):
+    assert findings(body) == expected
+
+
+def test_the_message_says_what_generation_does():
+    [finding] = lint_text(f"def rollout(model, prompts):\n    {ENABLE}\n    model.train()\n    return model.generate(prompts)\n").findings
+    assert finding.code == "CKPT004" and finding.severity.value == "error"
+    assert "`model.generate(...)` while `model` is in train() mode with gradient checkpointing on" in finding.message
+    assert "later tokens differ from eval()" in finding.message
