@@ -696,6 +696,7 @@ def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
     import libcst as cst
 
     from ckptlint.model import build_file_model
+    from ckptlint.model.grad_free import grad_free_checkpoints
     from ckptlint.model.summaries import Resolver
     from ckptlint.model.walk import descendants
 
@@ -719,7 +720,9 @@ def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
     _MODELS.start(model, unit.source, sliced)
     if sliced.lines is None:  # a cut model cannot serve other files' callees
         _MODELS.add(model, unit.source)
-    model.sites = Resolver(model, _MODELS.callers).sites()
+    resolver = Resolver(model, _MODELS.callers)
+    model.sites = resolver.sites()
+    model.grad_free_checkpoints = grad_free_checkpoints(model, resolver)
     result["unresolved"] = sum(not site.resolved for site in model.sites)
     rules = [rule() for rule in all_rules()]
     diagnostics = [(rule, d) for rule in rules for d in rule.check(model)]

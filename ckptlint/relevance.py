@@ -24,6 +24,9 @@ from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINING_ARGUMENTS, KNOWN_APIS
 # `(checkpoint)(fn, x)`, is a call too.
 # (`gradient_checkpointing = False`, in every transformers model's __init__, switches nothing on.)
 SITE_TEXT = re.compile(r"checkpoint\w*[\s)]*\(|checkpointing\w*\s*=(?!=)(?!\s*(?:False|None)\b)|use_reentrant|GradientCheckpointingLayer")
+# Where autograd may be switched off: a model called there may run a checkpoint for nothing (CKPT008),
+# so in a file that can hold a site these statements are kept too.
+GRAD_OFF_TEXT = re.compile(r"\b(?:no_grad|inference_mode|set_grad_enabled)\b")
 # Line ends as `ast` counts them, so that index line numbers address these lines.
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
@@ -96,7 +99,7 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
     matches = list(_LINE.finditer(text))
     starts = [match.start() for match in matches]
     triggers = checkpoint_names(summary, index, settings)
-    site_lines = [bisect_right(starts, match.start()) for match in _site_text(settings).finditer(text)]
+    site_lines = [bisect_right(starts, match.start()) for pattern in (_site_text(settings), GRAD_OFF_TEXT) for match in pattern.finditer(text)]
     needed = _needed_blocks(summary, index, triggers, site_lines)
     # Inside a class, a checkpoint name is spotted by its text.
     site_lines.extend(bisect_right(starts, offset) for offset in _word_offsets(text, triggers))

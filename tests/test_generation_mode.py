@@ -27,8 +27,8 @@ def findings(body: str) -> set[tuple[int, str]]:
         (f"{ENABLE}\nmodel.train(True)\nreturn model.generate(prompts)\n", {(3, "CKPT004")}),
         # Back in train mode after an evaluation.
         (f"{ENABLE}\nmodel.eval()\nmodel.generate(prompts)\nmodel.train()\nreturn model.generate(prompts)\n", {(5, "CKPT004")}),
-        # A cached forward in train mode drops the cache under no_grad too.
-        (f"{ENABLE}\nmodel.train()\nwith torch.no_grad():\n    return model(prompts, use_cache=True).past_key_values\n", {(4, "CKPT004")}),
+        # A cached forward in train mode drops the cache under no_grad too (and checkpoints for nothing).
+        (f"{ENABLE}\nmodel.train()\nwith torch.no_grad():\n    return model(prompts, use_cache=True).past_key_values\n", {(4, "CKPT004"), (4, "CKPT008")}),
         # Correct: eval() (or train(False)) before generating.
         (f"{ENABLE}\nmodel.train()\nmodel.eval()\nreturn model.generate(prompts)\n", set()),
         (f"{ENABLE}\nmodel.train()\nmodel.train(False)\nreturn model.generate(prompts)\n", set()),

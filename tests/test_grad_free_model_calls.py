@@ -35,3 +35,124 @@ def test_lightning_steps_name_the_context_lightning_runs_them_in(step, context):
     report = lint_text(LIGHTNING.format(step=step))
     [finding] = [f for f in report.findings if f.code == "CKPT008"]
     assert f"Lightning `{step}` (runs under {context})" in finding.message
+
+
+STACK = '''
+import copy
+
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
+        self.gradient_checkpointing = True
+
+    def forward(self, x):
+        for block in self.blocks:
+            if {gate}:
+                x = checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)
+        return x
+'''
+TRAINING_GATE = "self.gradient_checkpointing and self.training"
+PRELUDE_LINES = STACK.count("\n")
+
+
+def grad_free(body: str, gate: str = TRAINING_GATE) -> set[tuple[int, str]]:
+    report = lint_text(STACK.format(gate=gate) + textwrap.dedent(body))
+    assert report.errors == []
+    return {(f.line - PRELUDE_LINES, f.code) for f in report.findings if f.code == "CKPT008"}
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        # A freshly built module is in train mode.
+        ("model = Stack()\nwith torch.no_grad():\n    out = model(torch.ones(2, 8))\n", {(3, "CKPT008")}),
+        ("model = Stack()\nmodel.train()\nwith torch.inference_mode():\n    out = model.forward(torch.ones(2, 8))\n", {(4, "CKPT008")}),
+        # eval() before the call: the training gate is closed.
+        ("model = Stack()\nmodel.eval()\nwith torch.no_grad():\n    out = model(torch.ones(2, 8))\n", set()),
+        ("model = Stack().eval()\nwith torch.no_grad():\n    out = model(torch.ones(2, 8))\n", set()),
+        ("model = Stack()\nmodel.train(False)\nwith torch.no_grad():\n    out = model(torch.ones(2, 8))\n", set()),
+        # train() after eval() brings it back.
+        ("model = Stack()\nmodel.eval()\nmodel.train()\nwith torch.no_grad():\n    out = model(torch.ones(2, 8))\n", {(5, "CKPT008")}),
+        # Grad is on again inside enable_grad().
+        ("model = Stack()\nwith torch.no_grad():\n    with torch.enable_grad():\n        out = model(torch.ones(2, 8))\n", set()),
+        # A deep copy keeps the mode: a frozen teacher for distillation.
+        (
+            "def distill(student, x):\n    teacher = copy.deepcopy(student)\n    with torch.no_grad():\n        target = teacher(x)\n"
+            "    return (student(x) - target).pow(2).mean()\n\n\ndistill(Stack(), torch.ones(2, 8))\n",
+            {(4, "CKPT008")},
+        ),
+        ("def distill(student, x):\n    teacher = copy.deepcopy(student).eval()\n    with torch.no_grad():\n        target = teacher(x)\n    return target\n\n\ndistill(Stack(), torch.ones(2, 8))\n", set()),
+        # A model handed to an evaluation function by a training loop that left it in train mode.
+        (
+            "def evaluate(model, x):\n    with torch.no_grad():\n        return model(x)\n\n\ndef fit(x):\n    model = Stack()\n"
+            "    model.train()\n    loss = model(x).sum()\n    loss.backward()\n    return evaluate(model, x)\n",
+            {(3, "CKPT008")},
+        ),
+        (
+            "def evaluate(model, x):\n    with torch.no_grad():\n        return model(x)\n\n\ndef fit(x):\n    model = Stack()\n"
+            "    loss = model(x).sum()\n    loss.backward()\n    model.eval()\n    return evaluate(model, x)\n",
+            set(),
+        ),
+        # The evaluation function switches to eval itself.
+        ("def evaluate(model, x):\n    model.eval()\n    with torch.no_grad():\n        return model(x)\n\n\nevaluate(Stack(), torch.ones(2, 8))\n", set()),
+        # Nothing shows the mode of a parameter whose callers are unknown.
+        ("def evaluate(model, x):\n    with torch.no_grad():\n        return model(x)\n", set()),
+    ],
+)
+def test_model_calls_under_no_grad_that_reach_a_training_checkpoint(body, expected):
+    assert grad_free(body) == expected
+
+
+@pytest.mark.parametrize(
+    "gate, expected",
+    [
+        ("self.training", {(3, "CKPT008")}),
+        ("self.training and torch.is_grad_enabled()", set()),
+        ("torch.is_grad_enabled()", set()),
+        ("x.requires_grad", set()),
+    ],
+)
+def test_a_checkpoint_gated_on_grad_is_not_reached_under_no_grad(gate, expected):
+    assert grad_free("model = Stack()\nwith torch.no_grad():\n    out = model(torch.ones(2, 8))\n", gate) == expected
+
+
+HF = '''
+import torch
+from transformers import AutoModelForCausalLM
+
+
+def score(batch):
+    model = AutoModelForCausalLM.from_pretrained("gpt2")
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={{"use_reentrant": False}})
+{body}'''
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("    model.train()\n    with torch.no_grad():\n        return model(**batch).logits\n", {9}),
+        ("    model.train()\n    ref = copy.deepcopy(model)\n    with torch.no_grad():\n        return ref(**batch).logits\n", {10}),
+        # from_pretrained returns the model in eval mode.
+        ("    with torch.no_grad():\n        return model(**batch).logits\n", set()),
+        ("    model.train()\n    model.eval()\n    with torch.no_grad():\n        return model(**batch).logits\n", set()),
+    ],
+)
+def test_transformers_models_with_checkpointing_enabled(body, expected):
+    report = lint_text("import copy\n" + HF.format(body=body))
+    assert report.errors == []
+    assert {f.line - 3 for f in report.findings if f.code == "CKPT008"} == expected
+
+
+def test_the_message_names_the_checkpoint_reached_and_the_mode():
+    [finding] = lint_text(STACK.format(gate=TRAINING_GATE) + "model = Stack()\nwith torch.no_grad():\n    out = model(torch.ones(2, 8))\n").findings
+    assert finding.code == "CKPT008"
+    assert "`model` is in train mode" in finding.message and "torch.no_grad()" in finding.message
+    assert "`checkpoint(...)` in `Stack.forward`" in finding.message

@@ -53,6 +53,8 @@ from ckptlint.model.sites import (
     FlagStatus,
     FunctionFacts,
     GradContext,
+    GradFreeCall,
+    ModelState,
     Mode,
     SelfStore,
 )
@@ -100,11 +102,13 @@ from ckptlint.model.torch_knowledge import (
     TORCH_RNG_METHODS,
     UNREPLAYED_RNG_MODULES,
 )
+from ckptlint.model.model_states import DEEP_COPIES, set_state, state_of
 from ckptlint.model.walk import ReadOnlyWalker
 from ckptlint.names import absolute_module, import_bindings
 from ckptlint.versions import LibraryVersions, torch_default_reentrant, transformers_default_reentrant
 
 if TYPE_CHECKING:
+    from ckptlint.model.grad_free import GradFreeCheckpoint
     from ckptlint.model.regions import Region
 
 BUILTINS = frozenset({"dict", "list", "tuple", "print", "len", "range", "enumerate", "zip", "super", "isinstance"})
@@ -139,6 +143,10 @@ class FileModel:
     calls: dict[str, list[CallRecord]] = field(default_factory=dict)
     # Calls of checkpoint wrappers made here; each becomes a site once the model is complete.
     wrapper_calls: list[WrapperCall] = field(default_factory=list)
+    # Models called where autograd records nothing, as each enclosing function sees them.
+    grad_free_calls: list[GradFreeCall] = field(default_factory=list)
+    # Those of them that run a checkpoint (set by the engine once callers are known).
+    grad_free_checkpoints: list["GradFreeCheckpoint"] = field(default_factory=list)
     # Other files' models by module name, for callees defined elsewhere (set by the engine).
     models: Callable[[str, str], Optional["FileModel"]] = lambda module, qualname: None
     _regions: dict[int, "Region"] = field(default_factory=dict)
@@ -216,6 +224,7 @@ class ModelBuilder(ReadOnlyWalker):
         self.runtime_attrs: dict[str, dict[str, tuple[cst.CSTNode, Value]]] = {}
         self.call_values: dict[int, Value] = {}
         self.cache_uses: list[CacheUse] = []
+        self.grad_free_calls: list[GradFreeCall] = []
         self.calls: dict[str, list[CallRecord]] = {}
         self.wrapper_calls: list[WrapperCall] = []
         # Bindings that comprehensions shadow, restored when each one ends.
@@ -288,31 +297,35 @@ class ModelBuilder(ReadOnlyWalker):
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             name, method = func.value.value, func.attr.value
             if method in ("train", "eval"):
-                training = self.training_mode_set(node) if method == "train" else False
-                if training is None:
-                    scope.model_modes.pop(name, None)
-                else:
-                    scope.model_modes[name] = training
+                set_state(self, name, state_of(self, node))
             elif method == "forward":
                 self.note_cache_keywords(name, node)
+                self.note_grad_free_call(name, node)
             elif method == "generate" and name in scope.checkpointed_models and scope.model_modes.get(name) is True:
                 # transformers checkpoints in training whether or not grad is on, and drops the cache.
                 self.cache_uses.append(CacheUse(node, "generate", name, scope.checkpointed_models[name]))
         elif isinstance(func, cst.Name):
             self.note_cache_keywords(func.value, node)
+            self.note_grad_free_call(func.value, node)
             trainer = self.evaluate(func)
             if isinstance(trainer, Ref) and trainer.qualname in HF_TRAINERS:
                 self.note_trainer(node)
 
-    def training_mode_set(self, node: cst.Call) -> Optional[bool]:
-        """The mode `module.train(...)` sets: True without arguments (None: not known)."""
-        if not node.args:
-            return True
-        arg = node.args[0]
-        if arg.star or (arg.keyword is not None and arg.keyword.value != "mode"):
-            return None
-        mode = self.evaluate(arg.value)
-        return mode.value if isinstance(mode, Const) and isinstance(mode.value, bool) else None
+    def note_grad_free_call(self, name: str, node: cst.Call) -> None:
+        """A model called where autograd is off: whether its forward still checkpoints is decided
+        once the model is complete (`grad_free.grad_free_findings`)."""
+        scope = self.scope
+        context = scope.grad_disabled()
+        if context is None or scope.grad_guards:
+            return
+        value = self.lookup(name)
+        state = state_of(self, cst.Name(name))
+        if not isinstance(value, (ModuleObject, Param)) and state.checkpointing is None:
+            return
+        function_scope = next((s for s in reversed(self.scopes) if s.kind in ("function", "lambda")), None)
+        # A parameter, or a deep copy of one: its mode comes from the callers.
+        param = value.name if isinstance(value, Param) and function_scope is not None and value.function == function_scope.qualname and state.training is None else None
+        self.grad_free_calls.append(GradFreeCall(node, name, value, context, state, function_scope.qualname if function_scope else None, param))
 
     def note_cache_keywords(self, model: str, node: cst.Call) -> None:
         scope = self.scope
@@ -452,7 +465,7 @@ class ModelBuilder(ReadOnlyWalker):
         if isinstance(test, cst.Call) and not test.args and self.evaluate(test.func) in (Ref("torch.is_grad_enabled"), Ref("torch.autograd.grad_mode.is_grad_enabled")):
             return True, []
         if isinstance(test, cst.Attribute) and test.attr.value == "requires_grad" and isinstance(test.value, cst.Name):
-            return False, [test.value.value]
+            return True, [test.value.value]  # under no_grad nothing computed requires grad
         return False, []
 
     def visit_comprehension(self, node: Union[cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp]) -> None:
@@ -653,6 +666,8 @@ class ModelBuilder(ReadOnlyWalker):
         value = self.evaluate(node.value)
         for target in node.targets:
             self.bind_target(target.target, value, node)
+            if isinstance(target.target, cst.Name):
+                set_state(self, target.target.value, state_of(self, node.value))
             if isinstance(target.target, cst.Name) and isinstance(node.value, cst.Call):
                 # `model = AutoModel.from_pretrained(..., use_cache=True)`
                 for arg in node.value.args:
@@ -788,6 +803,10 @@ class ModelBuilder(ReadOnlyWalker):
             return self.module_output(func, [self.evaluate(a.value) for a in node.args if not a.keyword and not a.star])
         if not isinstance(func, Ref):
             return UNKNOWN
+        if func.qualname in DEEP_COPIES and node.args and not node.args[0].star:
+            copied = self.evaluate(node.args[0].value)
+            if isinstance(copied, (ModuleObject, *SYMBOLIC)):
+                return copied  # a module's copy runs the same forward
         if func.qualname in DATA_LOADERS:
             return DataSource(code(node.args[0].value) if node.args else "loader")
         if func.qualname in TENSOR_FACTORIES:
@@ -921,7 +940,8 @@ class ModelBuilder(ReadOnlyWalker):
             positional = tuple(self.evaluate(a.value) for a in arguments.positional[:star])
             keywords = {name: value for name, (value, _, _) in arguments.keywords.items()}
             nodes = {name: spelled for name, (_, spelled, _) in arguments.keywords.items()}
-            call = CallRecord(node, positional, keywords, nodes, arguments.has_star_args, arguments.unresolved_kwargs, bound, self.scope.qualname)
+            states = {key: state for key, arg in [*enumerate(arguments.positional[:star]), *nodes.items()] if isinstance(arg, cst.Arg) and (state := state_of(self, arg.value)) != ModelState()}
+            call = CallRecord(node, positional, keywords, nodes, arguments.has_star_args, arguments.unresolved_kwargs, bound, self.scope.qualname, states)
             self.note_call(targets, call)
             self.note_wrapper_call(callee, call)
         api, bound = self.match_api(callee)
@@ -1063,6 +1083,7 @@ class ModelBuilder(ReadOnlyWalker):
         site.enclosing_class = function_scope.class_qualname if function_scope else None
         site.grad_guarded = scope.grad_guards > 0
         site.grad_disabled = None if site.grad_guarded else scope.grad_disabled()
+        site.eval_only = scope.eval_only > 0
         site.forwarded = function_scope is not None and _handed_in(site.function, function_scope)
         self.sites.append(site)
         self.call_values[id(site.call)] = self.checkpoint_output(site)
@@ -1470,7 +1491,7 @@ def build_file_model(
     return FileModel(
         path, summary.name, tree, builder.sites, versions, index, settings,
         builder.functions, builder.lambdas, builder.runtime_attrs, builder.top_level, builder.cache_uses, builder.calls,
-        builder.wrapper_calls,
+        builder.wrapper_calls, grad_free_calls=builder.grad_free_calls,
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 from ckptlint.model.values import Unknown, Value
 from ckptlint.versions import AssumedVersion
@@ -107,6 +107,8 @@ class CheckpointSite:
     grad_guarded: bool = False
     # For a call of a checkpoint wrapper: the wrapper run (its qualified name).
     wrapper: Optional[str] = None
+    # Past an `if self.training: return ...` or inside `if not self.training:`: never runs in training.
+    eval_only: bool = False
 
     @property
     def reentrant(self) -> bool:
@@ -177,6 +179,15 @@ class FunctionFacts:
     reseeds: set[str] = field(default_factory=set)
 
 
+@dataclass(frozen=True)
+class ModelState:
+    """What a script knows about a model variable at one point: its mode, and where its transformers
+    checkpointing was switched on."""
+
+    training: Optional[bool] = None  # None: not known here
+    checkpointing: Optional[cst.CSTNode] = None
+
+
 @dataclass(frozen=True, eq=False)
 class CallRecord:
     """A call of a project function, method or module, with its arguments as the caller's dataflow
@@ -190,6 +201,8 @@ class CallRecord:
     spread: bool  # a `**kwargs` the analysis cannot resolve may pass any parameter
     bound: bool  # called on an instance: the callee's `self` is implicit
     caller: str  # the calling function (or module)
+    # Models passed by name with a known mode or checkpointing: positional index or keyword -> state.
+    states: dict[Union[int, str], ModelState] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)
@@ -202,6 +215,21 @@ class WrapperCall:
     grad_disabled: Optional[GradContext]
     enclosing_function: Optional[str]
     enclosing_class: Optional[str]
+
+
+@dataclass(frozen=True, eq=False)
+class GradFreeCall:
+    """A model called where autograd records nothing (`model(x)` under `torch.no_grad()`), as the
+    enclosing function sees it."""
+
+    node: cst.Call
+    model: str  # the variable, as spelled
+    value: Value  # what it holds (a module, or a parameter resolved from the callers)
+    grad_disabled: GradContext
+    state: ModelState
+    function: Optional[str]  # the enclosing function
+    # The enclosing function's parameter the model arrives as, when nothing here sets its mode.
+    param: Optional[str] = None
 
 
 @dataclass(frozen=True)

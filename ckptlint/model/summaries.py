@@ -11,7 +11,7 @@ as unknown, as before, so no guess becomes a finding.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 import libcst as cst
 
@@ -286,19 +286,30 @@ class Resolver:
         return owner.functions.get(qualname) if owner is not None else None
 
 
+def _positional_params(facts: FunctionFacts, call: CallRecord) -> list[str]:
+    """The parameters `call` can fill by position (`self` is implicit in a bound call)."""
+    positional = [p for p in facts.params if p not in facts.keyword_only]
+    return positional[1:] if call.bound and positional else positional
+
+
+def argument_key(facts: FunctionFacts, call: CallRecord, name: str) -> Union[int, str, None]:
+    """Where `call` passes the parameter `name`: its positional index or its keyword (None: not passed as one)."""
+    positional = _positional_params(facts, call)
+    if name in call.keywords and name not in positional[: len(call.positional)]:
+        return name
+    if name in positional and positional.index(name) < len(call.positional):
+        return positional.index(name)
+    return None
+
+
 def bind(facts: FunctionFacts, call: CallRecord, name: str) -> Value:
     """What `call` passes for the parameter `name` of the function `facts` describes."""
-    positional = [p for p in facts.params if p not in facts.keyword_only]
-    if call.bound and positional:
-        positional = positional[1:]
-    if name in call.keywords and name not in positional[: len(call.positional)]:
-        return call.keywords[name]
-    if name in positional:
-        index = positional.index(name)
-        if index < len(call.positional):
-            return call.positional[index]
-        if call.star:
-            return UNKNOWN
+    key = argument_key(facts, call, name)
+    if key is not None:
+        return call.keywords[key] if isinstance(key, str) else call.positional[key]
+    positional = _positional_params(facts, call)
+    if name in positional and call.star:
+        return UNKNOWN
     if name == facts.star:
         return UNKNOWN if call.star else Items(call.positional[len(positional) :])
     if name == facts.star_star:

@@ -83,6 +83,9 @@ EVIDENCE = {
     ("eval_paths.py", 35, "CKPT008"): [r"checkpoint at eval_paths\.py:35 ran with grad disabled"],
     ("eval_paths.py", 49, "CKPT008"): [r"checkpoint at eval_paths\.py:49 ran with grad disabled"],
     ("eval_paths.py", 59, "CKPT008"): [r"checkpoint at eval_paths\.py:59 ran with grad disabled"],
+    ("distillation_eval.py", 46, "CKPT008"): [r"checkpoint at distillation_eval\.py:26 ran with grad disabled", r"the checkpoint calls of the model called at line 46", r"example evaluation_in_train_mode\(\)"],
+    ("distillation_eval.py", 83, "CKPT008"): [r"checkpoint at distillation_eval\.py:26 ran with grad disabled", r"the checkpoint calls of the model called at line 83"],
+    ("rl_rollouts.py", 62, "CKPT008"): [r"checkpoint at rl_rollouts\.py:62 ran with grad disabled"],
     ("lightning_steps.py", 28, "CKPT001"): [r"block\.0\.weight: grad None with checkpointing", r"example lightning_pairs\(\)"],
     ("lightning_steps.py", 50, "CKPT001"): [r"block\.0\.weight: grad None with checkpointing", r"example lightning_tokens\(\)"],
     ("lightning_steps.py", 33, "CKPT008"): [r"checkpoint at lightning_steps\.py:33 ran with grad disabled", r"example lightning_pairs\(\)"],
@@ -218,6 +221,9 @@ LOOK_ALIKES = [
     ("eval_paths.py", "Stack", "h = cp.checkpoint(block", "CKPT008"),
     ("eval_paths.py", "score_with_grad", "cp.checkpoint(", "CKPT008"),
     ("eval_paths.py", "validate", "cp.checkpoint(model.blocks[2]", "CKPT008"),
+    ("distillation_eval.py", "evaluate_in_eval_mode", "logits = model(inputs)", "CKPT008"),
+    ("distillation_eval.py", "evaluate_gated", "logits = model(inputs)", "CKPT008"),
+    ("distillation_eval.py", "distill_step_eval_teacher", "target = teacher(inputs)", "CKPT008"),
 ]
 
 
@@ -236,7 +242,7 @@ def test_correct_look_alike_is_not_reproduced(look_alike_verdicts, key):
     assert confirmation.verdict == "not reproduced", confirmation
     text = "; ".join(confirmation.evidence)
     if key[3] in ("CKPT006", "CKPT008"):
-        assert re.search(r"ran with (use_reentrant=(True|False)|grad enabled)", text), text
+        assert re.search(r"ran with (use_reentrant=(True|False)|grad enabled)|no checkpoint call ran at line \d+, nor in the code it calls", text), text
     else:
         assert "after 1 step(s) on cpu: all equal" in text or "after 2 step(s) on cpu: all equal" in text, text
 

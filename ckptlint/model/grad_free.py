@@ -1,0 +1,84 @@
+"""Model calls where autograd is off whose forward still checkpoints (CKPT008's second form).
+
+A checkpoint gated on the module's mode (`if self.gradient_checkpointing and self.training:`,
+transformers' layers) runs whenever the model is in train mode, grad or not: under `no_grad` it
+records nothing and only adds overhead. The builder records each model call under a grad-disabled
+context with what the enclosing function knows of the model (`GradFreeCall`); here the model is
+resolved, from the callers when it arrives as a parameter, and the call is kept when the model is
+known to be in train mode and its forward reaches a checkpoint that runs in training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator, Optional
+
+from ckptlint.model.regions import region_of
+from ckptlint.model.sites import ApiKind, GradFreeCall, ModelState
+from ckptlint.model.summaries import argument_key, bind
+from ckptlint.model.values import ModuleObject, Value, code
+
+if TYPE_CHECKING:
+    from ckptlint.model.builder import FileModel
+    from ckptlint.model.summaries import Resolver
+
+_RUNS_IN_FORWARD = (ApiKind.CHECKPOINT, ApiKind.SEQUENTIAL, ApiKind.HF_FUNC, ApiKind.PROJECT_WRAPPER, ApiKind.HF_LAYER_CALL)
+
+
+@dataclass(frozen=True)
+class GradFreeCheckpoint:
+    call: GradFreeCall
+    reached: str  # the checkpoint the call runs, for messages
+    trains: str  # why the model is in train mode there
+
+
+def grad_free_checkpoints(model: "FileModel", resolver: "Resolver") -> list[GradFreeCheckpoint]:
+    """The grad-free model calls of `model` that run a checkpoint (one verdict per call)."""
+    found = []
+    for call in model.grad_free_calls:
+        verdict = next(_verdicts(model, resolver, call), None)
+        if verdict is not None:
+            found.append(verdict)
+    return found
+
+
+def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> Iterator[GradFreeCheckpoint]:
+    if call.state.training is True:
+        reached = _reached(model, call.value, call.state, call.model)
+        if reached:
+            yield GradFreeCheckpoint(call, reached, f"`{call.model}` is in train mode here (no `.eval()` since it was built or `.train()` was called)")
+        return
+    if call.param is None or call.function is None:
+        return
+    facts = resolver.facts(call.function)
+    calls = resolver.callers(call.function)
+    for caller_model, record in (calls or []) if facts is not None else []:
+        key = argument_key(facts, record, call.param)
+        state = record.states.get(key, ModelState()) if key is not None else ModelState()
+        if state.training is not True:
+            continue
+        reached = _reached(caller_model, resolver.value(bind(facts, record, call.param)), state, call.model)
+        if reached:
+            caller = ".".join(record.caller.split(".")[-2:])
+            handed = "it" if call.param == call.model else f"`{call.param}`, which `{call.model}` comes from,"
+            yield GradFreeCheckpoint(call, reached, f"`{caller}` hands {handed} over in train mode (`{code(record.node)}`)")
+
+
+def _reached(model: "FileModel", value: Value, state: ModelState, spelled: str) -> Optional[str]:
+    """The checkpoint a train-mode call of the model runs, described; None when none is known to."""
+    if state.checkpointing is not None:
+        return (
+            f"transformers checkpoints the layers of `{spelled}` whenever it is training (checkpointing switched on by "
+            f"`{code(state.checkpointing)}`), whether or not grad is on"
+        )
+    if not isinstance(value, ModuleObject):
+        return None
+    for part in region_of(model, value).parts:
+        for site in part.model.sites:
+            if (
+                site.enclosing_function == part.facts.qualname and site.kind in _RUNS_IN_FORWARD
+                and not (site.grad_guarded or site.eval_only) and site.grad_disabled is None
+            ):  # fmt: skip
+                where = ".".join(part.facts.qualname.split(".")[-2:])
+                return f"its forward reaches `{code(site.call.func)}(...)` in `{where}`, which checks the mode, not whether grad is on"
+    return None
