@@ -124,6 +124,31 @@ def test_a_checkpoint_gated_on_grad_is_not_reached_under_no_grad(gate, expected)
     assert grad_free("model = Stack()\nwith torch.no_grad():\n    out = model(torch.ones(2, 8))\n", gate) == expected
 
 
+CALL = "with torch.no_grad():\n    out = model(torch.ones(2, 8))\n"
+
+
+@pytest.mark.parametrize(
+    "flag, body, expected",
+    [
+        # The checkpointing flag is off unless something switches it on.
+        ("False", f"model = Stack()\n{CALL}", set()),
+        ("False", f"model = Stack()\nmodel.gradient_checkpointing = True\n{CALL}", {(4, "CKPT008")}),
+        # Set from a constructor argument: not known here.
+        ("use_checkpoint", f"model = Stack()\n{CALL}", set()),
+    ],
+)
+def test_the_checkpointing_flag_must_be_on(flag, body, expected):
+    source = STACK.replace("self.gradient_checkpointing = True", f"self.gradient_checkpointing = {flag}")
+    if flag == "use_checkpoint":
+        source = source.replace("def __init__(self):", "def __init__(self, use_checkpoint=False):")
+    report = lint_text(source.format(gate=TRAINING_GATE) + body)
+    assert {(f.line - PRELUDE_LINES, f.code) for f in report.findings if f.code == "CKPT008"} == expected
+
+
+def test_a_checkpoint_under_another_condition_is_not_known_to_run():
+    assert grad_free(f"model = Stack()\n{CALL}", "self.training and x.shape[0] > 1") == set()
+
+
 HF = '''
 import torch
 from transformers import AutoModelForCausalLM
@@ -156,3 +181,16 @@ def test_the_message_names_the_checkpoint_reached_and_the_mode():
     assert finding.code == "CKPT008"
     assert "`model` is in train mode" in finding.message and "torch.no_grad()" in finding.message
     assert "`checkpoint(...)` in `Stack.forward`" in finding.message
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # A helper may switch it to eval().
+        f"def prepare(model):\n    model.eval()\n\n\nmodel = Stack()\nprepare(model)\n{CALL}",
+        # train() only on one branch.
+        f"model = Stack()\nmodel.eval()\nif torch.cuda.is_available():\n    model.train()\n{CALL}",
+    ],
+)
+def test_a_mode_that_may_have_changed_is_unknown(body):
+    assert grad_free(body) == set()

@@ -102,7 +102,7 @@ from ckptlint.model.torch_knowledge import (
     TORCH_RNG_METHODS,
     UNREPLAYED_RNG_MODULES,
 )
-from ckptlint.model.model_states import DEEP_COPIES, set_state, state_of
+from ckptlint.model.model_states import DEEP_COPIES, forget_modes, set_state, state_of
 from ckptlint.model.walk import ReadOnlyWalker
 from ckptlint.names import absolute_module, import_bindings
 from ckptlint.versions import LibraryVersions, torch_default_reentrant, transformers_default_reentrant
@@ -174,6 +174,7 @@ class _Scope:
     bindings: dict[str, Value] = field(default_factory=dict)
     grad: list[GradMark] = field(default_factory=list)
     branch_depth: int = 0
+    conditional: int = 0  # inside an `if`: what happens here may not happen
     facts: Optional[FunctionFacts] = None
     params: frozenset[str] = frozenset()
     global_names: set[str] = field(default_factory=set)
@@ -182,6 +183,9 @@ class _Scope:
     eval_only: int = 0
     # Inside `if torch.is_grad_enabled():`: what runs here never runs without grad.
     grad_guards: int = 0
+    # The module flags (`self.<attr>`) the enclosing `if`s require; None when some condition is
+    # not a conjunction of such flags, the mode and grad checks.
+    gates: list[Optional[tuple[str, ...]]] = field(default_factory=list)
     # Training scripts: models with checkpointing on, the mode `.train()` / `.eval()` last set
     # (True: training), cache spellings seen.
     checkpointed_models: dict[str, cst.CSTNode] = field(default_factory=dict)
@@ -422,6 +426,7 @@ class ModelBuilder(ReadOnlyWalker):
         """Walk the branches by hand to know which ones run only in eval mode."""
         scope = self.scope
         scope.branch_depth += 1
+        scope.conditional += 1
         self.walk(node.test)
         training = _training_test(node.test)
         scope.eval_only += training is False
@@ -436,7 +441,9 @@ class ModelBuilder(ReadOnlyWalker):
         defaulting = tested[0] if tested is not None and tested[1] and node.orelse is None and tested[0] in scope.bindings else None
         if defaulting is not None:
             before = scope.bindings.pop(defaulting)
+        scope.gates.append(_module_gates(node.test))
         self.walk(node.body)
+        scope.gates.pop()
         if defaulting is not None:
             after = scope.bindings.get(defaulting)
             scope.bindings[defaulting] = before if after is None else defaulted(before, after, falsy=False)
@@ -449,9 +456,12 @@ class ModelBuilder(ReadOnlyWalker):
         scope.eval_only -= training is False
         if node.orelse is not None:
             scope.eval_only += training is True
+            scope.gates.append(() if training is not None else None)
             self.walk(node.orelse)
+            scope.gates.pop()
             scope.eval_only -= training is True
         scope.branch_depth -= 1
+        scope.conditional -= 1
         if training is True and _ends_with_return(node.body) and scope.kind == "function":
             scope.eval_only += 1  # the rest of the function is the eval path; the scope ends with it
         return False
@@ -944,6 +954,8 @@ class ModelBuilder(ReadOnlyWalker):
             call = CallRecord(node, positional, keywords, nodes, arguments.has_star_args, arguments.unresolved_kwargs, bound, self.scope.qualname, states)
             self.note_call(targets, call)
             self.note_wrapper_call(callee, call)
+        if targets or not isinstance(callee, Ref):
+            forget_modes(self, node)
         api, bound = self.match_api(callee)
         if api is not None:
             self.record(self.checkpoint_site(node, api, bound))
@@ -1084,6 +1096,7 @@ class ModelBuilder(ReadOnlyWalker):
         site.grad_guarded = scope.grad_guards > 0
         site.grad_disabled = None if site.grad_guarded else scope.grad_disabled()
         site.eval_only = scope.eval_only > 0
+        site.gates = None if None in scope.gates else tuple(dict.fromkeys(g for gates in scope.gates for g in gates))  # type: ignore[union-attr]
         site.forwarded = function_scope is not None and _handed_in(site.function, function_scope)
         self.sites.append(site)
         self.call_values[id(site.call)] = self.checkpoint_output(site)
@@ -1418,6 +1431,24 @@ def _training_test(test: cst.BaseExpression) -> Optional[bool]:
         # `a or self.training` holds whenever training is on.
         if _training_test(test.left) is True or _training_test(test.right) is True:
             return True
+    return None
+
+
+def _module_gates(test: cst.BaseExpression) -> Optional[tuple[str, ...]]:
+    """The `self.<attr>` flags `if <test>:` requires, through `and`: `self.gradient_checkpointing and
+    self.training and not torch.jit.is_scripting()` gives ("gradient_checkpointing",). The mode,
+    `torch.is_grad_enabled()`, `x.requires_grad` and negated calls add none; anything else: None."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        left, right = _module_gates(test.left), _module_gates(test.right)
+        return None if left is None or right is None else left + right
+    if isinstance(test, cst.Attribute) and _is_self(test.value):
+        return () if test.attr.value == "training" else (test.attr.value,)
+    if isinstance(test, cst.Attribute) and test.attr.value == "requires_grad":
+        return ()
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and isinstance(test.expression, cst.Call):
+        return ()  # `not torch.jit.is_scripting()`
+    if isinstance(test, cst.Call) and not test.args and _dotted(test.func) in ("torch.is_grad_enabled", "torch.autograd.grad_mode.is_grad_enabled"):
+        return ()
     return None
 
 

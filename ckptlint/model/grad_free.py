@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Optional
 
 from ckptlint.model.regions import region_of
-from ckptlint.model.sites import ApiKind, GradFreeCall, ModelState
+from ckptlint.model.sites import ApiKind, CheckpointSite, GradFreeCall, ModelState
 from ckptlint.model.summaries import argument_key, bind
 from ckptlint.model.values import ModuleObject, Value, code
 
@@ -66,19 +66,28 @@ def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> I
 
 def _reached(model: "FileModel", value: Value, state: ModelState, spelled: str) -> Optional[str]:
     """The checkpoint a train-mode call of the model runs, described; None when none is known to."""
-    if state.checkpointing is not None:
+    parts = region_of(model, value).parts if isinstance(value, ModuleObject) else []
+    for part in parts:
+        for site in part.model.sites:
+            if site.enclosing_function == part.facts.qualname and _runs_in_training(model, site, state):
+                where = ".".join(part.facts.qualname.split(".")[-2:])
+                return f"its forward reaches `{code(site.call.func)}(...)` in `{where}`, which checks the mode, not whether grad is on"
+    if state.checkpointing is not None and not parts:
         return (
             f"transformers checkpoints the layers of `{spelled}` whenever it is training (checkpointing switched on by "
             f"`{code(state.checkpointing)}`), whether or not grad is on"
         )
-    if not isinstance(value, ModuleObject):
-        return None
-    for part in region_of(model, value).parts:
-        for site in part.model.sites:
-            if (
-                site.enclosing_function == part.facts.qualname and site.kind in _RUNS_IN_FORWARD
-                and not (site.grad_guarded or site.eval_only) and site.grad_disabled is None
-            ):  # fmt: skip
-                where = ".".join(part.facts.qualname.split(".")[-2:])
-                return f"its forward reaches `{code(site.call.func)}(...)` in `{where}`, which checks the mode, not whether grad is on"
     return None
+
+
+def _runs_in_training(model: "FileModel", site: CheckpointSite, state: ModelState) -> bool:
+    """The site runs whenever the module trains: not gated on grad, and every module flag it is gated
+    on is set (a literal that holds, or checkpointing switched on for this model)."""
+    if site.kind not in _RUNS_IN_FORWARD or site.grad_guarded or site.eval_only or site.grad_disabled is not None or site.gates is None:
+        return False
+    if state.checkpointing is not None:
+        return True
+    if site.kind in (ApiKind.HF_FUNC, ApiKind.HF_LAYER_CALL):
+        return False  # transformers sets these up only when checkpointing is switched on
+    bindings = [model.index.attribute(site.enclosing_class, attr) if site.enclosing_class else None for attr in site.gates]
+    return all(binding is not None and binding.has_constant and binding.constant for binding in bindings)

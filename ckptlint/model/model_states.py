@@ -53,9 +53,18 @@ def state_of(builder: "ModelBuilder", expr: cst.BaseExpression) -> ModelState:
 
 def set_state(builder: "ModelBuilder", name: str, state: ModelState) -> None:
     scope = builder.scope
-    if state.training is None:
+    # Under an `if`, a mode that differs from the one before may or may not hold after it.
+    if state.training is None or (scope.conditional and scope.model_modes.get(name) != state.training):
         scope.model_modes.pop(name, None)
     else:
         scope.model_modes[name] = state.training
     if state.checkpointing is not None:
         scope.checkpointed_models.setdefault(name, state.checkpointing)
+
+
+def forget_modes(builder: "ModelBuilder", node: cst.Call) -> None:
+    """A model handed to a project function (or one the analysis cannot name) may come back in
+    either mode: `prepare(model)` may call `model.eval()`."""
+    for arg in node.args:
+        if isinstance(arg.value, cst.Name):
+            builder.scope.model_modes.pop(arg.value.value, None)

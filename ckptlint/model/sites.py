@@ -109,6 +109,9 @@ class CheckpointSite:
     wrapper: Optional[str] = None
     # Past an `if self.training: return ...` or inside `if not self.training:`: never runs in training.
     eval_only: bool = False
+    # The module flags (`self.<attr>`) the enclosing `if`s require for the call to run (None: other
+    # conditions too).
+    gates: Optional[tuple[str, ...]] = ()
 
     @property
     def reentrant(self) -> bool:
