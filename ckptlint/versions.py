@@ -91,6 +91,19 @@ def transformers_default_reentrant(v: AssumedVersion) -> bool:
     return epoch_for("transformers", v.version).reentrant_by_default
 
 
+# generate() on a model in train mode with checkpointing on: every measured release drops the cache
+# in the checkpointed layers. Before this release generate then re-ran the whole sequence each step
+# (measured on 4.40.0 and 4.48.3: the same tokens as eval mode); from it on, generate still feeds only
+# the new token, which attends over itself alone (measured on 4.53.3, 4.57.1 and 5.23: later tokens
+# differ). 4.49-4.52 are not measured and count as before.
+GENERATION_WITHOUT_CONTEXT_SINCE: Version = (4, 53)
+
+
+def generation_loses_context(v: AssumedVersion) -> bool:
+    """Whether generate() in train mode with checkpointing on decodes each step without the earlier tokens."""
+    return _key(v.version) >= _key(GENERATION_WITHOUT_CONTEXT_SINCE)
+
+
 def resolve_versions(
     settings: Settings,
     project_root: Path | None,

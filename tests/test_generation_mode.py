@@ -52,3 +52,18 @@ def test_the_message_says_what_generation_does():
     assert finding.code == "CKPT004" and finding.severity.value == "error"
     assert "`model.generate(...)` while `model` is in train() mode with gradient checkpointing on" in finding.message
     assert "later tokens differ from eval()" in finding.message
+
+
+@pytest.mark.parametrize(
+    "version, severity, consequence",
+    [
+        ("5.23", "error", "later tokens differ from eval()"),
+        ("4.53", "error", "later tokens differ from eval()"),
+        ("4.48", "warning", "the same tokens as eval(), without the cache"),
+    ],
+)
+def test_what_generation_loses_depends_on_the_transformers_version(version, severity, consequence):
+    source = f"def rollout(model, prompts):\n    {ENABLE}\n    model.train()\n    return model.generate(prompts)\n"
+    [finding] = [f for f in lint_text(source, transformers=version).findings if f.code == "CKPT004"]
+    assert finding.severity.value == severity and consequence in finding.message
+    assert f"transformers {version} (assumed from --transformers-version)" in finding.message

@@ -9,6 +9,7 @@ from ckptlint.fixes import no_cache
 from ckptlint.model.sites import ApiKind
 from ckptlint.rules import Diagnostic, Rule, callee_name
 from ckptlint.rules.side_effect_escapes import CHECKPOINTED, is_cache
+from ckptlint.versions import generation_loses_context
 
 if TYPE_CHECKING:
     from ckptlint.model.builder import FileModel
@@ -36,14 +37,27 @@ class CacheUnderCheckpointing(Rule):
                     fixes=no_cache(use),
                 )
             elif use.kind == "generate":
+                version = model.versions.transformers
+                if generation_loses_context(version):
+                    consequence, severity = (
+                        "so each step after the first sees only the newest token (measured on a tiny Llama with transformers "
+                        "4.53.3, 4.57.1 and 5.23: the first token matches, later tokens differ from eval())",
+                        Severity.ERROR,
+                    )
+                else:
+                    consequence, severity = (
+                        "so every step re-runs the whole sequence through checkpointed layers (measured on a tiny Llama with "
+                        "transformers 4.40 and 4.48: the same tokens as eval(), without the cache)",
+                        Severity.WARNING,
+                    )
                 yield Diagnostic(
                     use.node,
                     f"`{use.model}.generate(...)` while `{use.model}` is in train() mode with gradient checkpointing on: "
-                    "transformers checkpoints its layers whenever the model is training (under generate's no_grad too) and "
-                    "drops the cache (\"Caching is incompatible with gradient checkpointing ... Setting `past_key_values=None`\"), "
-                    "so each step after the first sees only the newest token (measured on a tiny Llama with transformers 4.57 "
-                    "and 5.23: the first token matches, later tokens differ from eval())",
+                    f"transformers {version.text} (assumed from {version.source}) checkpoints its layers whenever the model "
+                    "is training (under generate's no_grad too) and drops the cache (\"`use_cache=True` is incompatible with "
+                    f"gradient checkpointing\"), {consequence}",
                     f"call `{use.model}.eval()` before generating and `{use.model}.train()` after it",
+                    severity=severity,
                 )
             else:
                 yield Diagnostic(

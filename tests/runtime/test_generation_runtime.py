@@ -1,7 +1,8 @@
 """Generation on a model in train() mode with gradient checkpointing on (CKPT004), with real transformers.
 
-Measured on a tiny 2-layer Llama (fixtures/rl_rollouts.py) with transformers 5.23 (4.57.1 gives the
-same tokens): in train mode every decoder layer is checkpointed, under generate()'s no_grad too, and
+Measured on a tiny 2-layer Llama (fixtures/rl_rollouts.py) with transformers 5.23 (4.57.1 and 4.53.3
+give the same tokens; 4.48.3 and 4.40.0 re-run the whole sequence each step and decode like eval
+mode, rules/CKPT004.md): in train mode every decoder layer is checkpointed, under generate()'s no_grad too, and
 drops the cache ("Caching is incompatible with gradient checkpointing in LlamaDecoderLayer. Setting
 `past_key_values=None`."), so every step after the first attends over the newest token only. The
 first generated token matches eval mode, the later ones differ. In eval() (or train(False)) mode the
