@@ -1634,6 +1634,19 @@ class ProjectIndex:
             return api.kind.runs_checkpoint and api.kind is not ApiKind.HF_FUNC
         return (self.forwards(target) or "").startswith("param:")
 
+    def enables_hf_checkpointing(self, function: str) -> bool:
+        """Whether the function or method `function` holds a `gradient_checkpointing_enable(...)` call
+        (with literal kwargs, as `hf_enables` records them)."""
+        module, rest = self.split(function)
+        if module is None or not module.hf_enables:
+            return False
+        name, _, method = rest.partition(".")
+        block = next((b for b in module.blocks if b.definition and b.binds == name), None)
+        span = next(((m.start, m.end) for m in block.members if m.name == method), None) if block is not None and method else None
+        if span is None and block is not None and not method:
+            span = (block.start, block.end)
+        return span is not None and any(span[0] <= line <= span[1] for line, _ in module.hf_enables)
+
     def wrapper_parameter(self, function: str) -> Optional[str]:
         """The parameter whose callable `function` checkpoints (an inferred checkpoint wrapper)."""
         handed = self.forwards(function)

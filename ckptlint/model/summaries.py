@@ -31,6 +31,7 @@ from ckptlint.model.values import (
     DictLit,
     ElementOf,
     Grad,
+    Instance,
     Items,
     ModuleObject,
     OneOf,
@@ -69,9 +70,35 @@ class Resolver:
     # --- sites ------------------------------------------------------------------------------
 
     def sites(self) -> list[CheckpointSite]:
-        """Every site of the model resolved, and one more for each call of a checkpoint wrapper."""
+        """Every site of the model resolved, and one more for each call of a checkpoint wrapper and
+        of a function that enables transformers checkpointing on a model it is handed."""
         made = [made for call in self.model.wrapper_calls for made in self.instantiate(call, 0)]
-        return [self.site(site) for site in [*self.model.sites, *made]]
+        return [self.site(site) for site in [*self.model.sites, *made]] + self.enabled_by_calls()
+
+    def enabled_by_calls(self) -> list[CheckpointSite]:
+        """`def setup(model): model.gradient_checkpointing_enable(...)`: each call of `setup` enables
+        checkpointing on what that call hands it, there, in the caller's function (where the model
+        was built and maybe frozen). The helper's own site keeps its open receiver."""
+        made = []
+        for target, calls in self.model.calls.items():
+            if not self.model.index.enables_hf_checkpointing(target):
+                continue
+            module, _ = self.model.index.split(target)
+            owner = self.model.model_for(module.name, target) if module is not None else None
+            facts = owner.functions.get(target) if owner is not None else None
+            if owner is None or facts is None:
+                continue
+            for site in owner.sites:
+                receiver = site.receiver
+                if site.kind is not ApiKind.HF_ENABLE or site.enclosing_function != target or not isinstance(receiver, Param):
+                    continue
+                if receiver.function != target or receiver.name == "self":
+                    continue
+                enabled = self.site(site)
+                for call in calls:
+                    handed = self.handed_back(self.value(bind(facts, call, receiver.name)))
+                    made.append(replace(enabled, call=call.node, receiver=handed, enclosing_function=call.caller, enclosing_class=None, wrapper=target))
+        return made
 
     def instantiate(self, wrapper: WrapperCall, depth: int) -> list[CheckpointSite]:
         """The sites a call of a checkpoint wrapper runs: the wrapper's own sites (and those of the
@@ -172,6 +199,18 @@ class Resolver:
             f"{'falls back to reentrant mode and only warns' if reentrant else 'uses non-reentrant mode'} (torch version from {torch.source})",
             assumed=torch,
         )
+
+    def handed_back(self, value: Value) -> Value:
+        """What a call of a project function returns when the function returns one of its parameters
+        unchanged (`model = freeze(Net())`): the argument of that call."""
+        if not isinstance(value, Instance):
+            return value
+        facts = self.facts(value.ctor)
+        returned = facts.returns if facts is not None else None
+        if not isinstance(returned, Param) or returned.function != value.ctor:
+            return value
+        call = next((c for c in self.model.calls.get(value.ctor, ()) if c.node is value.node), None)
+        return self.value(bind(facts, call, returned.name)) if call is not None else value
 
     # --- values -----------------------------------------------------------------------------
 

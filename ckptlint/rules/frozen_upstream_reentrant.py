@@ -48,9 +48,10 @@ class FrozenUpstreamReentrant(Rule):
                         if freeze.adapter_wrap
                         else f"frozen (line {freeze.line})"
                     )
+                    by = f" (by `{site.wrapper.rsplit('.', 1)[-1]}`)" if site.wrapper else ""
                     yield Diagnostic(
                         site.call,
-                        f"reentrant gradient checkpointing is enabled on a model whose parameters are {frozen} "
+                        f"reentrant gradient checkpointing is enabled{by} on a model whose parameters are {frozen} "
                         f"and nothing makes the embedding output require grad: the checkpointed layers get no gradient or "
                         f"backward fails with \"element 0 of tensors does not require grad\"; {site.mode.reason}",
                         "pass `gradient_checkpointing_kwargs={\"use_reentrant\": False}`, or call "

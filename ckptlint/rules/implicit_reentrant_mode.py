@@ -45,7 +45,7 @@ class ImplicitReentrantMode(Rule):
                     "pass `use_reentrant=False` to checkpoint_wrapper (it hands the keyword on to `checkpoint_fn`), or drop "
                     "`checkpoint_fn` and choose the mode with `checkpoint_impl`",
                 )
-            elif site.kind in TRANSFORMERS:
+            elif site.kind in TRANSFORMERS and not site.wrapper:  # a helper's enable: reported in the helper
                 yield Diagnostic(
                     site.kwargs_node or site.call,
                     f"checkpointing kwargs lack `use_reentrant`: {site.mode.reason}",

@@ -72,6 +72,7 @@ EVIDENCE = {
     **{("freezes_anywhere.py", line, "CKPT005"): [r"blocks\.0\.lora_A: grad None with checkpointing"] for line in (75, 143, 176, 192, 231, 254, 302)},
     ("hf_vision_adapters.py", 128, "CKPT005"): [r"element 0 of tensors does not require grad", r"pixel_values=float32\[2, 3, 8, 8\]"],
     ("hf_vision_adapters.py", 139, "CKPT005"): [r"element 0 of tensors does not require grad"],
+    ("hf_vision_adapters.py", 249, "CKPT005"): [r"element 0 of tensors does not require grad"],
     ("peft_order.py", 43, "CKPT005"): [r"element 0 of tensors does not require grad", r"built by vit_wrapped_then_enabled\(\) on pixel_values=float32\[2, 3, 8, 8\]"],
     **{("hf_vision_adapters.py", line, "CKPT006"): [r"ran with use_reentrant omitted: effective use_reentrant=True", r"should be passed explicitly"] for line in (172, 178)},
     ("forwarded_kwargs.py", 14, "CKPT006"): [r"checkpoint at forwarded_kwargs\.py:14 ran with use_reentrant omitted", r"example forwarded_kwargs_wrapper\(\)"],
@@ -207,6 +208,7 @@ LOOK_ALIKES = [
     )),
     ("hf_vision_adapters.py", "build_reentrant_with_input_grads", "gradient_checkpointing_enable(", "CKPT005"),
     ("hf_vision_adapters.py", "build_default", "gradient_checkpointing_enable(", "CKPT005"),
+    ("hf_vision_adapters.py", "build_helper_enabled_with_input_grads", "enable_reentrant_checkpointing(model)", "CKPT005"),
     *(("peft_order.py", name, "gradient_checkpointing_enable(", "CKPT005") for name in (
         "vit_enabled_then_wrapped", "vit_wrapped_then_enabled_with_input_grads", "llama_wrapped_then_enabled", "llama_enabled_then_wrapped",
     )),

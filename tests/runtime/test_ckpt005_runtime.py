@@ -89,7 +89,7 @@ def vision_pair(hf, build):
     return vfx, model, model_ref, batch
 
 
-@pytest.mark.parametrize("build", ["build_reentrant", "build_empty_kwargs"])
+@pytest.mark.parametrize("build", ["build_reentrant", "build_empty_kwargs", "build_helper_enabled"])
 def test_vision_adapters_under_reentrant_checkpointing_fail(build, transformers_impl, capture_warnings):
     vfx, model, model_ref, batch = vision_pair(transformers_impl, build)
     assert model_ref.layers[0].q_proj.weight.grad is not None
@@ -101,7 +101,7 @@ def test_vision_adapters_under_reentrant_checkpointing_fail(build, transformers_
         assert sum("use_reentrant parameter should be passed explicitly" in t for t in texts) == 2
 
 
-@pytest.mark.parametrize("build", ["build_default", "build_none", "build_reentrant_with_input_grads"])
+@pytest.mark.parametrize("build", ["build_default", "build_none", "build_reentrant_with_input_grads", "build_helper_enabled_with_input_grads"])
 def test_vision_adapters_default_or_with_input_grads_are_correct(build, transformers_impl, capture_warnings):
     vfx, model, model_ref, batch = vision_pair(transformers_impl, build)
     vfx.training_step(model, batch)
