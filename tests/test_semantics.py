@@ -652,6 +652,35 @@ CASES = {
         """,
         {(8, "CKPT005")},
     ),
+    "use_cache switched on in the config for generation in eval() mode is kept; in train() mode it is dropped (CKPT004)": (
+        """
+        from transformers import AutoModelForCausalLM
+
+        def finetune(name, batches):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.train()
+            for batch in batches:
+                model(**batch).loss.backward()
+            return model
+
+        def finetune_then_generate(name, batches, prompt):
+            model = finetune(name, batches)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.eval()
+            model.config.use_cache = True
+            return model.generate(**prompt)
+
+        def finetune_with_cache(name, batches):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.train()
+            model.config.use_cache = True
+            for batch in batches:
+                model(**batch).loss.backward()
+        """,
+        {(23, "CKPT004")},
+    ),
 }
 
 

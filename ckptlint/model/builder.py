@@ -580,7 +580,8 @@ class ModelBuilder(ReadOnlyWalker):
         if model is not None and value == Const(True):
             if attr == "gradient_checkpointing" and "." not in model:
                 scope.checkpointed_models.setdefault(model, statement)
-            elif attr == "use_cache" and model.endswith(".config"):
+            elif attr == "use_cache" and model.endswith(".config") and scope.model_modes.get(model[: -len(".config")]) is not False:
+                # In eval() mode transformers does not checkpoint, so the cache is kept (generation).
                 scope.cache_spellings.append((model[: -len(".config")], statement, "use_cache"))
         if attr == "requires_grad" and isinstance(owner, cst.Name) and isinstance(value, Const) and isinstance(value.value, bool):
             grad = Grad.REQUIRED if value.value else Grad.NONE
