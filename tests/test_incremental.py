@@ -8,6 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 import ckptlint.engine
+import ckptlint.index
+import ckptlint.relevance
 from ckptlint.cli import main
 
 BLOCKS = """from torch import nn
@@ -126,9 +128,9 @@ def test_a_warm_run_reads_no_summary_and_parses_nothing(project, monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("a warm run with nothing changed needs only the cached verdicts")
 
-    for name in ("summarize", "can_matter", "_parse"):
-        monkeypatch.setattr(ckptlint.engine, name, forbidden)
-    monkeypatch.setattr(ckptlint.engine.ModuleSummary, "from_json", forbidden)
+    for module, name in ((ckptlint.index, "summarize"), (ckptlint.relevance, "can_matter"), (ckptlint.engine, "_parse")):
+        monkeypatch.setattr(module, name, forbidden)
+    monkeypatch.setattr(ckptlint.index.ModuleSummary, "from_json", forbidden)
     assert check() == cold
 
 

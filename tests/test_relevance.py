@@ -9,6 +9,7 @@ from conftest import FIXTURES, lint_text
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 import ckptlint.engine
+import ckptlint.relevance
 from ckptlint.config import Settings
 from ckptlint.engine import _positions, lint
 from ckptlint.index import ProjectIndex, summarize
@@ -105,7 +106,7 @@ def test_fixtures_give_the_same_findings_with_and_without_the_cut(monkeypatch):
     settings = Settings()
     versions = resolve_versions(settings, None, "2.13", "5.23")
     with_cut = lint([str(FIXTURES)], settings, versions, jobs=1)
-    monkeypatch.setattr(ckptlint.engine, "relevant_source", lambda text, *args: SourceSlice(text))
+    monkeypatch.setattr(ckptlint.relevance, "relevant_source", lambda text, *args: SourceSlice(text))
     whole = lint([str(FIXTURES)], settings, versions, jobs=1)
     assert with_cut.findings == whole.findings and len(whole.findings) > 20
 
@@ -185,8 +186,8 @@ class Net(nn.Module):
 def test_another_files_callees_are_parsed_alone_and_found_at_their_lines(project, monkeypatch):
     project({"pkg/__init__.py": "", "pkg/callees.py": CALLEES, "pkg/net.py": CALLER})
     cuts: list[SourceSlice] = []
-    real = ckptlint.engine.definitions_source
-    monkeypatch.setattr(ckptlint.engine, "definitions_source", lambda *args: cuts.append(real(*args)) or cuts[-1])
+    real = ckptlint.relevance.definitions_source
+    monkeypatch.setattr(ckptlint.relevance, "definitions_source", lambda *args: cuts.append(real(*args)) or cuts[-1])
     settings = Settings()
     report = lint(["."], settings, resolve_versions(settings, None, "2.13", "5.23"), jobs=1)
     # The first site needs First; the second one re-cuts the file for Second too.
