@@ -188,13 +188,17 @@ def _unchanged_results(state: ProjectFiles, discovery: Discovery, settings: Sett
     unchanged = state.unchanged
     if unchanged is None or cache is None:
         return None
-    named = frozenset(display_path(str(path), state.cwd) for path in discovery.files)
     key_prefix = _key_prefix(settings, versions, unchanged.fingerprint)
-    if key_prefix != unchanged.prefix or not all(path in unchanged.digests and path not in unchanged.failed for path in named):
+    if key_prefix != unchanged.prefix or not all(str(path) in unchanged.digests and str(path) not in unchanged.failed for path in discovery.files):
         return None
+    named = frozenset(display_path(str(path), state.cwd) for path in discovery.files)
     wanted = named.union(*(unchanged.into.get(path, ()) for path in named))
-    keys = {path: f"{key_prefix}:{path}:{unchanged.digests[path]}" for path in wanted}
-    results = _valid_cached(keys, cache.get_many(keys.values(), _valid_results), unchanged.digests)
+    keys = {path: f"{key_prefix}:{path}:{unchanged.digest(path)}" for path in wanted}
+    cached = cache.get_many(keys.values(), _valid_results)
+    # The digests the results' validity is checked against: of the files they depend on.
+    mentioned = set(keys).union(*(result["depends"] for results in cached.values() for result in results))
+    digests = {path: digest for path in mentioned if (digest := unchanged.digest(path)) is not None}
+    results = _valid_cached(keys, cached, digests)
     return (named, results) if len(results) == len(keys) else None
 
 

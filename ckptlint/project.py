@@ -17,6 +17,7 @@ something changed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -52,11 +53,15 @@ class Unchanged:
     """No project file changed since the state was written (same paths, same stats): what a run
     naming some of them needs, by path as shown."""
 
-    digests: dict[str, str]
+    digests: dict[str, str]  # by absolute path
+    cwd: str  # what paths are shown relative to
     fingerprint: str  # the project's declarations fingerprint
     prefix: str  # the key prefix of the results `into` describes
     into: dict[str, list[str]]  # file -> the files whose results report findings into it
-    failed: frozenset[str]  # files without a summary (or unreadable)
+    failed: frozenset[str]  # files without a summary (or unreadable), by absolute path
+
+    def digest(self, shown: str) -> Optional[str]:
+        return self.digests.get(os.path.join(self.cwd, shown))
 
 
 class ProjectFiles:
@@ -94,8 +99,6 @@ class ProjectFiles:
                 self.stats[path] = os.stat(path)
             except OSError:
                 self.stats[path] = None  # read_source says why
-        # Module names depend on which folders are packages: another `__init__.py` renames modules.
-        self.packages = hashlib.blake2b("\0".join(p for p in self.paths if os.path.basename(p) in ("__init__.py", "__init__.pyi")).encode(), digest_size=16).hexdigest()
         stamp = _stamp(self.paths, [self.stats[p] for p in self.paths])
         self.unchanged: Optional[Unchanged] = None
         if head is not None and head["stamp"] == stamp and head["quick"] is not None and head["quick"]["cwd"] == self.cwd and self._settled(head["written"]):
@@ -106,6 +109,12 @@ class ProjectFiles:
     def _settled(self, written: int) -> bool:
         """No file's mtime is so close to when the state was written that an edit could hide in it."""
         return all(stat is not None and stat.st_mtime_ns < written - _RACY_NS for stat in self.stats.values())
+
+    @functools.cached_property
+    def packages(self) -> str:
+        """Module names depend on which folders are packages: another `__init__.py` renames modules."""
+        inits = (p for p in self.paths if p.endswith((f"{os.sep}__init__.py", f"{os.sep}__init__.pyi")))
+        return hashlib.blake2b("\0".join(inits).encode(), digest_size=16).hexdigest()
 
     def _load_details(self) -> dict:
         if self._details is None:
@@ -189,11 +198,9 @@ def _inside(path: str, folder: str) -> bool:
 def _stamp(paths: list[str], stats: list) -> Optional[str]:
     """Of every path and its size, mtime and inode (an `os.stat_result` or a details entry); None
     when one is missing."""
-    numbers = array("q")
-    for stat in stats:
-        if stat is None:
-            return None
-        numbers.extend((stat.st_size, stat.st_mtime_ns, stat.st_ino) if isinstance(stat, os.stat_result) else stat[:3])
+    if any(stat is None for stat in stats):
+        return None
+    numbers = array("q", [n for stat in stats for n in ((stat.st_size, stat.st_mtime_ns, stat.st_ino) if isinstance(stat, os.stat_result) else stat[:3])])
     digest = hashlib.blake2b("\n".join(paths).encode(), digest_size=16)
     digest.update(numbers.tobytes())
     return digest.hexdigest()
@@ -233,8 +240,7 @@ def _unchanged(quick: dict, paths: list[str], cwd: str) -> Optional[Unchanged]:
     digests = quick["digests"].split(" ") if quick["digests"] else []
     if len(digests) != len(paths) or not all(0 <= number < len(paths) for number in quick["failed"]):
         return None
-    shown = [display_path(path, cwd) for path in paths]
-    return Unchanged(dict(zip(shown, digests)), quick["fingerprint"], quick["prefix"], quick["into"], frozenset(shown[number] for number in quick["failed"]))
+    return Unchanged(dict(zip(paths, digests)), cwd, quick["fingerprint"], quick["prefix"], quick["into"], frozenset(paths[number] for number in quick["failed"]))
 
 
 def _valid_report(path: str, entry: list, digests: dict[str, str]) -> bool:
