@@ -194,3 +194,16 @@ def test_the_message_names_the_checkpoint_reached_and_the_mode():
 )
 def test_a_mode_that_may_have_changed_is_unknown(body):
     assert grad_free(body) == set()
+
+
+def test_a_flag_in_a_conditional_expression_gates_the_checkpoint():
+    source = STACK.replace(
+        """            if {gate}:
+                x = checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)""",
+        """            x = checkpoint(block, x, use_reentrant=False) if self.use_checkpoint else block(x)""",
+    ).replace("self.gradient_checkpointing = True", "self.use_checkpoint = {flag}")
+    for flag, expected in (("False", set()), ("True", {(len(source.splitlines()) + 3, "CKPT008")})):
+        report = lint_text(source.format(flag=flag) + f"model = Stack()\n{CALL}")
+        assert {(f.line, f.code) for f in report.findings if f.code == "CKPT008"} == expected

@@ -317,7 +317,7 @@ class ModelBuilder(ReadOnlyWalker):
 
     def note_grad_free_call(self, name: str, node: cst.Call) -> None:
         """A model called where autograd is off: whether its forward still checkpoints is decided
-        once the model is complete (`grad_free.grad_free_findings`)."""
+        once the model is complete (`grad_free.grad_free_checkpoints`)."""
         scope = self.scope
         context = scope.grad_disabled()
         if context is None or scope.grad_guards:
@@ -464,6 +464,17 @@ class ModelBuilder(ReadOnlyWalker):
         scope.conditional -= 1
         if training is True and _ends_with_return(node.body) and scope.kind == "function":
             scope.eval_only += 1  # the rest of the function is the eval path; the scope ends with it
+        return False
+
+    def visit_IfExp(self, node: cst.IfExp) -> bool:
+        """`checkpoint(block, x) if self.use_checkpoint else block(x)`: the flag gates the call."""
+        gates = self.scope.gates
+        self.walk(node.test)
+        gates.append(_module_gates(node.test))
+        self.walk(node.body)
+        gates[-1] = () if _training_test(node.test) is not None else None
+        self.walk(node.orelse)
+        gates.pop()
         return False
 
     def guards(self, test: cst.BaseExpression) -> tuple[bool, list[str]]:
