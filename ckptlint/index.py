@@ -49,6 +49,11 @@ class AttrBinding:
     is_buffer: bool = False  # registered with `self.register_buffer(name, ...)`
     parameter: Optional[bool] = None  # an `nn.Parameter`: whether it requires grad
     param: Optional[str] = None  # assigned straight from this `__init__` parameter (a held module)
+    # The arguments of the one construction the attribute holds (`nn.Dropout(dropout)`, or each
+    # element of `ModuleList([Block(dim, 0.0) for _ in ...])`), by keyword or "#<position>":
+    # ["const", literal], ["param", name of an `__init__` parameter passed on] or ["?"]. None: no
+    # single construction, or one whose arguments are spread (`*args`, `**kwargs`).
+    arguments: Optional[dict[str, list]] = None
 
 
 @dataclass
@@ -213,6 +218,10 @@ class ClassSummary:
     # handed under no_grad and whose backward re-runs it under enable_grad. (Where `apply` takes the
     # callable, where the inputs start, whether backward restores torch's RNG state.)
     recompute: Optional[tuple[int, int, bool]] = None
+    # `__init__`'s parameters after `self`, in order (None: the class defines no `__init__`), and
+    # the literal defaults among them.
+    init_params: Optional[tuple[str, ...]] = None
+    init_defaults: dict[str, Literal] = field(default_factory=dict)
 
 
 @dataclass
@@ -267,6 +276,8 @@ class ModuleSummary:
                 methods=tuple(c["methods"]),
                 forward_no_grad=c["forward_no_grad"],
                 recompute=tuple(c["recompute"]) if c["recompute"] else None,
+                init_params=tuple(c["init_params"]) if c["init_params"] is not None else None,
+                init_defaults=c["init_defaults"],
             )
             for name, c in data["classes"].items()
         }
@@ -630,6 +641,7 @@ class _Summarizer:
         attrs: dict[str, AttrBinding] = {}
         methods = []
         forward_no_grad = False
+        init_params, init_defaults = None, {}
         own = frozenset(m.name for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)))
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -643,6 +655,7 @@ class _Summarizer:
                         self.param_freezes[f"{node.name}.{stmt.name}"] = kept
                 if stmt.name == "__init__":
                     self.collect_init(stmt, attrs)
+                    init_params, init_defaults = _signature(stmt)
                 elif stmt.name == "forward":
                     forward_no_grad = any(self.qualify(d.func if isinstance(d, ast.Call) else d) in _NO_GRAD for d in stmt.decorator_list)
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
@@ -651,7 +664,7 @@ class _Summarizer:
                     if isinstance(target, ast.Name):
                         attrs.setdefault(target.id, self.binding(stmt.value, {}))
         recompute = recompute_layout(node, self.qualify) if any(b in AUTOGRAD_FUNCTIONS for b in bases) else None
-        return ClassSummary(f"{self.module}.{node.name}", bases, attrs, tuple(methods), forward_no_grad, recompute)
+        return ClassSummary(f"{self.module}.{node.name}", bases, attrs, tuple(methods), forward_no_grad, recompute, init_params, init_defaults)
 
     def collect_init(self, init: ast.FunctionDef, attrs: dict[str, AttrBinding]) -> None:
         init_params = _params(init) - {"self"}
@@ -674,7 +687,7 @@ class _Summarizer:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
                     for attr, value in _self_targets(target, node.value):
-                        new = self.binding(value, local_elements)
+                        new = self.binding(value, local_elements, init_params)
                         if isinstance(value, ast.Name) and value.id in init_params:
                             new.param = value.id
                         old = attrs.get(attr)
@@ -682,7 +695,15 @@ class _Summarizer:
                     if isinstance(target, ast.Name) and isinstance(node.value, (ast.List, ast.ListComp, ast.Tuple)):
                         local_elements[target.id] = list(self.constructors(node.value, local_elements))
 
-    def binding(self, value: ast.AST, local_elements: dict[str, list[str]]) -> AttrBinding:
+    def binding(self, value: ast.AST, local_elements: dict[str, list[str]], init_params: frozenset[str] = frozenset()) -> AttrBinding:
+        binding = self._binding(value, local_elements)
+        if binding.constructors:
+            construction = _single_construction(value, self.qualify)
+            if construction is not None:
+                binding.arguments = _call_arguments(construction, init_params)
+        return binding
+
+    def _binding(self, value: ast.AST, local_elements: dict[str, list[str]]) -> AttrBinding:
         known, const = literal(value)
         if known:
             return AttrBinding(constant=const, has_constant=True)
@@ -1068,6 +1089,52 @@ def _ordered_params(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> t
     return tuple(a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs))
 
 
+def _signature(init: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> tuple[tuple[str, ...], dict[str, Literal]]:
+    """`__init__`'s parameters after `self`, and their literal defaults."""
+    arguments = init.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    defaults = dict(zip((a.arg for a in positional[len(positional) - len(arguments.defaults) :]), arguments.defaults))
+    defaults.update((a.arg, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None)
+    literals = {}
+    for name, node in defaults.items():
+        known, value = literal(node)
+        if known:
+            literals[name] = value
+    return _ordered_params(init)[1:], literals
+
+
+def _single_construction(value: ast.AST, qualify: Callable[[ast.expr], Optional[str]]) -> Optional[ast.Call]:
+    """The one constructor call an attribute's value spells (through a one-element container or a
+    comprehension); None when it holds several or none."""
+    if isinstance(value, ast.Call):
+        if qualify(value.func) in CONTAINERS:
+            return _single_construction(value.args[0], qualify) if len(value.args) == 1 and not value.keywords else None
+        return value
+    if isinstance(value, (ast.List, ast.Tuple)) and len(value.elts) == 1:
+        return _single_construction(value.elts[0], qualify)
+    if isinstance(value, (ast.ListComp, ast.GeneratorExp)):
+        return _single_construction(value.elt, qualify)
+    return None
+
+
+def _call_arguments(call: ast.Call, init_params: frozenset[str]) -> Optional[dict[str, list]]:
+    """What a constructor call passes, argument by argument (see `AttrBinding.arguments`)."""
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return None
+
+    def described(node: ast.AST) -> list:
+        known, value = literal(node)
+        if known:
+            return ["const", value]
+        if isinstance(node, ast.Name) and node.id in init_params:
+            return ["param", node.id]
+        return ["?"]
+
+    arguments = {f"#{i}": described(a) for i, a in enumerate(call.args)}
+    arguments.update((k.arg, described(k.value)) for k in call.keywords)
+    return arguments
+
+
 def _function_like(qualname: Optional[str]) -> bool:
     """Named like a function rather than a class (`freeze_backbone`, not `Wrapper`)."""
     return qualname is not None and qualname.rsplit(".", 1)[-1].lstrip("_")[:1].islower()
@@ -1297,6 +1364,7 @@ def _merge(old: AttrBinding, new: AttrBinding) -> AttrBinding:
         old.is_buffer or new.is_buffer,
         old.parameter if old.parameter == new.parameter else None,
         old.param if old.param == new.param else None,
+        old.arguments if old.arguments == new.arguments else None,
     )
 
 
@@ -1417,6 +1485,14 @@ class ProjectIndex:
         for name in self.ancestors(class_qualname):
             summary = self.class_(name)
             if summary is not None and attr in summary.attrs:
+                return summary
+        return None
+
+    def init_signature(self, class_qualname: str) -> Optional[ClassSummary]:
+        """The class in the MRO whose `__init__` builds instances (its `init_params` and defaults)."""
+        for name in self.ancestors(class_qualname):
+            summary = self.class_(name)
+            if summary is not None and summary.init_params is not None:
                 return summary
         return None
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional, Sequence
 
-from ckptlint.index import ClassSummary, ProjectIndex
+from ckptlint.index import AttrBinding, ClassSummary, ProjectIndex
 from ckptlint.model.torch_knowledge import ACTIVATION_NAMES, MODEL_OUTPUT_ACTIVATIONS, PARAMETER_FREE_MODULES, PARAMETER_MODULES, PARAMETER_NAMES
 from ckptlint.model.values import (
     SYMBOLIC,
@@ -53,6 +53,13 @@ def loader_batch(function: str, name: str) -> Tensor:
     return Tensor(Grad.NONE, f"`{name}` of `{owner}.{method}` is the DataLoader's batch (data does not require grad)")
 
 
+def held_module(index: ProjectIndex, binding: AttrBinding, spelled: str) -> ModuleObject:
+    """The module an attribute binding holds, with the arguments it was built with."""
+    classes = tuple(index.canonical(c) for c in binding.constructors)
+    arguments = tuple((key, tuple(described)) for key, described in binding.arguments.items()) if binding.arguments is not None else None
+    return ModuleObject(classes, spelled, binding.container, arguments)
+
+
 class Dataflow:
     def __init__(self, index: ProjectIndex) -> None:
         self.index = index
@@ -71,8 +78,7 @@ class Dataflow:
         if binding.is_buffer:
             return Tensor(Grad.NONE, f"`{spelled}` is a registered buffer", leaf=True)
         if binding.constructors or binding.container:
-            classes = tuple(self.index.canonical(c) for c in binding.constructors)
-            return ModuleObject(classes, spelled, binding.container)
+            return held_module(self.index, binding, spelled)
         if binding.param is not None:
             return Param(binding.param, f"{holder.qualname}.__init__")  # what the constructor was handed
         return UNKNOWN

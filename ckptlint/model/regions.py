@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Optional
 
 from ckptlint.model.sites import FunctionFacts
 
-from ckptlint.model.values import Lambda, LocalFunction, ModuleObject, Partial, Ref, Value
-from ckptlint.model.torch_knowledge import DROPOUT_MODULES
+from ckptlint.model.dataflow import held_module
+from ckptlint.model.values import UNKNOWN, Const, Lambda, LocalFunction, ModuleObject, Partial, Ref, Value
+from ckptlint.model.torch_knowledge import DROPOUT_MODULE_P, DROPOUT_MODULES
 
 if TYPE_CHECKING:
     from ckptlint.model.builder import FileModel
@@ -41,16 +42,17 @@ class Region:
 def region_of(model: "FileModel", function: Optional[Value], inputs: int = 0) -> Region:
     region = Region()
     entry = _entry_binding(function, inputs)
-    seen: set[str] = set()
-    work: list[tuple["FileModel", Optional[Value]]] = [(model, function)]
+    seen: set = set()
+    # Each function runs for a module instance whose `__init__` arguments may be known (a context).
+    work: list[tuple["FileModel", Optional[Value], Optional[Context]]] = [(model, function, None)]
     while work and len(region.parts) < _MAX_FUNCTIONS:
-        current, value = work.pop()
+        current, value, context = work.pop()
         if isinstance(value, Partial):
-            work.append((current, value.func))
+            work.append((current, value.func, context))
         elif isinstance(value, Lambda):
             facts = current.lambdas.get(id(value.node))
             if facts is not None:
-                _add(region, work, current, facts, None, entry)
+                _add(region, work, current, facts, None, entry, context)
         elif isinstance(value, (LocalFunction, Ref)):
             if value.qualname not in seen:
                 seen.add(value.qualname)
@@ -58,29 +60,76 @@ def region_of(model: "FileModel", function: Optional[Value], inputs: int = 0) ->
                 if located is None:
                     region.complete = False
                 else:
-                    _add(region, work, located[0], located[1], None, entry)
+                    _add(region, work, located[0], located[1], None, entry, context)
         elif isinstance(value, ModuleObject):
+            arguments = _arguments(value.arguments, context)
             for cls in value.classes:
-                if cls in seen:
-                    continue
-                seen.add(cls)
                 if cls in DROPOUT_MODULES:
-                    region.dropout_modules.append(cls)
+                    if _draws(cls, arguments):
+                        region.dropout_modules.append(cls)
                     continue
+                inner = _init_context(current, cls, arguments)
+                key = (cls, tuple(sorted(inner.items())) if inner is not None else None)
+                if key in seen:
+                    continue
+                seen.add(key)
                 owner = current.index.forward_owner(cls)
                 located = _function(current, f"{owner.qualname}.forward") if owner else None
                 if located is None:
                     region.complete = region.complete and cls.startswith("torch.nn.")
                     continue
-                _add(region, work, located[0], located[1], cls, entry)
+                _add(region, work, located[0], located[1], cls, entry, inner)
                 # Submodules built in __init__ but called through helpers still run in the region.
                 for name in current.index.ancestors(cls):
                     summary = current.index.class_(name)
                     for binding in summary.attrs.values() if summary else ():
-                        work.append((located[0], ModuleObject(tuple(current.index.canonical(c) for c in binding.constructors), "")))
+                        work.append((located[0], held_module(current.index, binding, ""), inner))
         else:
             region.complete = False
     return region
+
+
+# The known `__init__` arguments of a module instance, by parameter name (None: built where the analysis cannot see).
+Context = dict[str, Const]
+
+
+def _arguments(arguments: Optional[tuple[tuple[str, tuple], ...]], context: Optional[Context]) -> Optional[dict[str, Value]]:
+    """A construction's arguments, with the enclosing `__init__`'s parameters it passes on looked up in `context`."""
+    if arguments is None:
+        return None
+    resolved: dict[str, Value] = {}
+    for key, described in arguments:
+        if described[0] == "const":
+            resolved[key] = Const(described[1])
+        elif described[0] == "param" and context is not None and described[1] in context:
+            resolved[key] = context[described[1]]
+        else:
+            resolved[key] = UNKNOWN
+    return resolved
+
+
+def _init_context(model: "FileModel", cls: str, arguments: Optional[dict[str, Value]]) -> Optional[Context]:
+    """What `cls.__init__`'s parameters hold for a construction with these arguments (defaults filled in)."""
+    holder = model.index.init_signature(cls) if arguments is not None else None
+    if holder is None:
+        return None
+    context: Context = {}
+    for position, name in enumerate(holder.init_params or ()):
+        value = arguments.get(name, arguments.get(f"#{position}"))
+        if value is None and name in holder.init_defaults:
+            value = Const(holder.init_defaults[name])
+        if isinstance(value, Const):
+            context[name] = value
+    return context
+
+
+def _draws(cls: str, arguments: Optional[dict[str, Value]]) -> bool:
+    """Whether a dropout module built with these arguments draws random numbers: all but a visible p=0."""
+    if arguments is None or cls not in DROPOUT_MODULE_P:
+        return True
+    name, default = DROPOUT_MODULE_P[cls]
+    p = arguments.get(name, arguments.get("#0", Const(default)))
+    return not (isinstance(p, Const) and isinstance(p.value, (int, float)) and not isinstance(p.value, bool) and p.value == 0)
 
 
 def _entry_binding(function: Optional[Value], inputs: int) -> tuple[int, frozenset[str]]:
@@ -90,15 +139,15 @@ def _entry_binding(function: Optional[Value], inputs: int) -> tuple[int, frozens
     return inputs, frozenset()
 
 
-def _add(region: Region, work: list, model: "FileModel", facts: FunctionFacts, owner: Optional[str], entry=None) -> None:
+def _add(region: Region, work: list, model: "FileModel", facts: FunctionFacts, owner: Optional[str], entry=None, context: Optional[Context] = None) -> None:
     passed = None
     if entry is not None and not region.parts:
         positional, keywords = entry
         skip = 1 if facts.params[:1] == ("self",) else 0
         passed = frozenset(facts.params[skip : skip + positional]) | keywords
     region.parts.append(RegionPart(model, facts, owner, passed))
-    work.extend((model, module) for module in facts.module_calls)
-    work.extend((model, LocalFunction(name)) for name in facts.method_calls)
+    work.extend((model, module, context) for module in facts.module_calls)
+    work.extend((model, LocalFunction(name), context) for name in facts.method_calls)
 
 
 def _function(model: "FileModel", qualname: str) -> Optional[tuple["FileModel", FunctionFacts]]:

@@ -60,6 +60,13 @@ DATA_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.datal
 DROPOUT_MODULES = _names(_NN, "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout") | frozenset(
     {"timm.layers.DropPath", "timm.layers.drop.DropPath", "timm.models.layers.DropPath", "torchvision.ops.StochasticDepth"}
 )
+# Each dropout module's probability parameter and its default: a module built with p=0 draws
+# nothing (measured on torch 2.13: `nn.Dropout(p=0.0)` in train mode leaves the CPU generator as is).
+DROPOUT_MODULE_P = {
+    **{name: ("p", 0.5) for name in _names(_NN, "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout")},
+    **{name: ("drop_prob", 0.0) for name in ("timm.layers.DropPath", "timm.layers.drop.DropPath", "timm.models.layers.DropPath")},
+    "torchvision.ops.StochasticDepth": ("p", None),
+}
 TORCH_RNG_FUNCTIONS = _names(
     _F, "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
 ) | _names(

@@ -104,6 +104,8 @@ class ModuleObject:
     classes: tuple[str, ...]
     origin: str  # how the code spells it, e.g. "self.block1"
     container: Optional[str] = None
+    # How it (each element, for a container) was constructed: `AttrBinding.arguments` as pairs.
+    arguments: Optional[tuple[tuple[str, tuple], ...]] = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -312,7 +314,7 @@ def defaulted(value: Value, fallback: Value, falsy: bool) -> Value:
 def element_of(value: Value) -> Value:
     """An element of `value` when iterated or indexed."""
     if isinstance(value, ModuleObject) and value.container:
-        return ModuleObject(value.classes, f"an element of {value.origin}")
+        return ModuleObject(value.classes, f"an element of {value.origin}", arguments=value.arguments)
     if isinstance(value, DataSource):
         return Tensor(Grad.NONE, f"a batch from the DataLoader `{value.origin}`")
     if isinstance(value, Pieces):

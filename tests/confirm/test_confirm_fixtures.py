@@ -46,6 +46,7 @@ EVIDENCE = {
     ("rng_replay.py", 133, "CKPT002"): [r"gradient differs", r"generator blocks\.0\.generator stream differs"],
     ("rng_replay.py", 186, "CKPT002"): [r"gradient differs", r"Python random stream differs"],
     ("rng_replay.py", 215, "CKPT002"): [r"Python random stream differs"],
+    ("rng_replay.py", 399, "CKPT002"): [r"gradient differs, relative", r"torch stream differs after the step", r"preserve_rng_state=False"],
     ("rng_numpy_mixing.py", 17, "CKPT002"): [r"gradient differs", r"numpy stream differs"],
     ("diffusion_checkpoint.py", 80, "CKPT002"): [r"gradient differs, relative", r"torch stream differs after the step"],
     ("fsdp_wrappers.py", 65, "CKPT002"): [r"gradient differs, relative", r"torch stream differs after the step", r"preserve_rng_state=False"],
@@ -179,6 +180,9 @@ LOOK_ALIKES = [
     ("rng_replay.py", "NoiseOutsideEncoder", "checkpoint(", "CKPT002"),
     ("rng_replay.py", "LayerDropTagger", "checkpoint(", "CKPT002"),
     ("rng_replay.py", "SkipOutsideTagger", "checkpoint(", "CKPT002"),
+    *(("rng_replay.py", name, "checkpoint(", "CKPT002") for name in (
+        "FastZeroDropoutTagger", "FastModuleZeroDropoutTagger", "FastDefaultDropoutTagger", "FastConfiguredZeroTagger",
+    )),
     ("rng_numpy_mixing.py", "MixOutsideEncoder", "checkpoint(", "CKPT002"),
     ("fsdp_wrappers.py", "build_wrapped_blocks_replaying", "checkpoint_wrapper(block)", "CKPT002"),
     ("diffusion_checkpoint.py", "ReplayingResBlock", "ReplayingCheckpointFunction.apply(", "CKPT002"),

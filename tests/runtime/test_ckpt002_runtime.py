@@ -43,7 +43,13 @@ def step_both(module, model_class, *, torch_seed=7, python_seed=11):
     return grads(model), grads(model_ref), (loss, loss_ref), (rng, rng_ref)
 
 
-@pytest.mark.parametrize("model_class", ["Tagger", "FunctionalTagger", "FastDeterministicTagger", "FastZeroDropoutTagger", "NoiseOutsideEncoder", "LayerDropTagger", "SkipOutsideTagger"])
+@pytest.mark.parametrize(
+    "model_class",
+    [
+        "Tagger", "FunctionalTagger", "FastDeterministicTagger", "FastZeroDropoutTagger", "FastModuleZeroDropoutTagger",
+        "FastDefaultDropoutTagger", "FastConfiguredZeroTagger", "NoiseOutsideEncoder", "LayerDropTagger", "SkipOutsideTagger",
+    ],
+)  # fmt: skip
 def test_replayed_or_absent_randomness_gives_identical_gradients(model_class):
     got, ref, (loss, loss_ref), (rng, rng_ref) = step_both(fx, model_class)
     assert_same_grads(got, ref)
@@ -52,7 +58,7 @@ def test_replayed_or_absent_randomness_gives_identical_gradients(model_class):
     assert torch.equal(rng[0], rng_ref[0]) and rng[1] == rng_ref[1]
 
 
-@pytest.mark.parametrize("model_class", ["FastTagger", "FastFunctionalTagger"])
+@pytest.mark.parametrize("model_class", ["FastTagger", "FastFunctionalTagger", "FastConfiguredDropoutTagger"])
 def test_preserve_rng_state_false_with_dropout_changes_gradients(model_class):
     got, ref, (loss, loss_ref), (rng, rng_ref) = step_both(fx, model_class)
     assert torch.equal(loss, loss_ref)  # the forward is the same; only the recompute differs
@@ -61,6 +67,31 @@ def test_preserve_rng_state_false_with_dropout_changes_gradients(model_class):
     assert any(n.startswith("blocks.") for n in differing(got, ref))
     # The recompute drew new masks from the global generator: every later mask shifts too.
     assert not torch.equal(rng[0], rng_ref[0])
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda x: torch.nn.Dropout(p=0.0).train()(x),
+        lambda x: torch.nn.Dropout(0.0).train()(x),
+        lambda x: torch.nn.functional.dropout(x, p=0.0, training=True),
+        lambda x: torch.nn.Dropout(0.1).eval()(x),
+    ],
+    ids=["Dropout(p=0.0)", "Dropout(0.0)", "F.dropout(p=0.0)", "Dropout(0.1).eval()"],
+)
+def test_dropout_that_draws_nothing_leaves_the_generator_alone(draw):
+    x = torch.randn(4, 8, requires_grad=True)
+    before = torch.get_rng_state()
+    out = draw(x)
+    out.sum().backward()
+    assert torch.equal(torch.get_rng_state(), before)
+    assert torch.equal(out, x)
+
+
+def test_dropout_with_p_draws():
+    before = torch.get_rng_state()
+    torch.nn.Dropout(0.1).train()(torch.randn(4, 8))
+    assert not torch.equal(torch.get_rng_state(), before)
 
 
 def test_user_generator_inside_region_changes_gradients():
