@@ -17,7 +17,7 @@ from typing import Iterator, Optional
 
 from ckptlint.config import Settings
 from ckptlint.index import Block, Member, ModuleSummary, ProjectIndex
-from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINING_ARGUMENTS, KNOWN_APIS
+from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINERS, HF_TRAINING_ARGUMENTS, KNOWN_APIS
 
 # Text that can only appear where a checkpoint site is; a checkpoint API imported under another
 # name is found through the names a statement reads instead; a callee in parentheses,
@@ -98,7 +98,8 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
         return whole_source(text, summary)
     matches = list(_LINE.finditer(text))
     starts = [match.start() for match in matches]
-    triggers = checkpoint_names(summary, index, settings)
+    # A Trainer enables checkpointing on the model it is handed when its TrainingArguments say so.
+    triggers = checkpoint_names(summary, index, settings) | {name for name, target in summary.imports.items() if index.canonical(target) in HF_TRAINERS}
     site_lines = [bisect_right(starts, match.start()) for pattern in (_site_text(settings), GRAD_OFF_TEXT) for match in pattern.finditer(text)]
     needed = _needed_blocks(summary, index, triggers, site_lines)
     # Inside a class, a checkpoint name is spotted by its text.

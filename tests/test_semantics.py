@@ -969,3 +969,59 @@ def test_a_top_level_model_is_known_by_evidence(evidence, expected):
 
 def test_a_subclass_built_by_a_script_makes_its_inherited_forward_a_model_input():
     assert findings(TOP_LEVEL + "class Wider(Net):\n    pass\nmodel = Wider()\n") == {(7, "CKPT001")}
+
+
+def test_trainer_enables_checkpointing_from_its_arguments_keyed_on_the_transformers_version():
+    """transformers 5.23's Trainer passes `gradient_checkpointing_kwargs or None` (None: non-reentrant);
+    4.57 passes them as given and None becomes {"use_reentrant": True}. A text model is hooked by 5.x
+    itself, never by 4.x."""
+    body = """
+        from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+        def freeze(model):
+            for p in model.parameters():
+                p.requires_grad = False
+        def arguments(kwargs=None):
+            return TrainingArguments(output_dir="out", gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": True})
+        def train_default(name, data):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            freeze(model)
+            args = TrainingArguments(output_dir="out", gradient_checkpointing=True)
+            Trainer(model=model, args=args, train_dataset=data).train()
+        def train_built(name, data):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            freeze(model)
+            trainer = Trainer(model, arguments(), train_dataset=data)
+            trainer.train()
+        def train_hooked(name, data):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            freeze(model)
+            model.enable_input_require_grads()
+            Trainer(model=model, args=TrainingArguments(output_dir="out", gradient_checkpointing=True)).train()
+        def train_unfrozen(name, data):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            Trainer(model=model, args=TrainingArguments(output_dir="out", gradient_checkpointing=True)).train()
+        def train_handed(model, data):
+            Trainer(model=model, args=TrainingArguments(output_dir="out", gradient_checkpointing=True)).train()
+        """
+    assert findings(body, transformers="5.23") == set()
+    assert findings(body, transformers="4.57") == {(7, "CKPT005"), (11, "CKPT005")}
+
+
+def test_use_cache_turned_back_on_after_the_trainer_returns_is_generation():
+    body = """
+        from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+        def train(name, data):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            model.config.use_cache = True
+            Trainer(model=model, args=TrainingArguments(output_dir="out", gradient_checkpointing=True), train_dataset=data).train()
+            model.config.use_cache = True
+        def train_then_generate(name, data, prompt):
+            model = AutoModelForCausalLM.from_pretrained(name, use_cache=False)
+            trainer = Trainer(model, TrainingArguments(output_dir="out", gradient_checkpointing=True), train_dataset=data)
+            trainer.train()
+            model.config.use_cache = True
+        def train_without_checkpointing(name, data):
+            model = AutoModelForCausalLM.from_pretrained(name, use_cache=True)
+            Trainer(model=model, args=TrainingArguments(output_dir="out"), train_dataset=data).train()
+        """
+    assert findings(body) == findings(body, transformers="4.57") == {(5, "CKPT004")}

@@ -190,6 +190,7 @@ class _Scope:
     # (True: training), cache spellings seen.
     checkpointed_models: dict[str, cst.CSTNode] = field(default_factory=dict)
     model_modes: dict[str, bool] = field(default_factory=dict)
+    trained_models: set[str] = field(default_factory=set)  # a Trainer's `train()` has returned
     cache_spellings: list[tuple[str, cst.CSTNode, str]] = field(default_factory=list)
 
     def grad_disabled(self) -> Optional[GradContext]:
@@ -229,6 +230,8 @@ class ModelBuilder(ReadOnlyWalker):
         self.call_values: dict[int, Value] = {}
         self.cache_uses: list[CacheUse] = []
         self.grad_free_calls: list[GradFreeCall] = []
+        # `Trainer(...)` calls with checkpointing TrainingArguments (by node id) -> the model they train.
+        self.trainer_models: dict[int, str] = {}
         self.calls: dict[str, list[CallRecord]] = {}
         self.wrapper_calls: list[WrapperCall] = []
         # Bindings that comprehensions shadow, restored when each one ends.
@@ -298,6 +301,11 @@ class ModelBuilder(ReadOnlyWalker):
         in training code."""
         scope = self.scope
         func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "train":
+            # `trainer.train()` returns when training is over: caching turned back on after it is for generation.
+            trainer = self.evaluate(func.value)
+            if isinstance(trainer, Instance) and id(trainer.node) in self.trainer_models:
+                scope.trained_models.add(self.trainer_models[id(trainer.node)])
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             name, method = func.value.value, func.attr.value
             if method in ("train", "eval"):
@@ -313,7 +321,14 @@ class ModelBuilder(ReadOnlyWalker):
             self.note_grad_free_call(func.value, node)
             trainer = self.evaluate(func)
             if isinstance(trainer, Ref) and trainer.qualname in HF_TRAINERS:
-                self.note_trainer(node)
+                trained = self.note_trainer(node)
+                if trained is not None:
+                    self.trainer_models[id(node)] = trained
+
+    def spell_cache(self, model: str, node: cst.CSTNode, kind: str) -> None:
+        """Caching spelled for `model`, unless its training is over (after `trainer.train()` returned)."""
+        if model not in self.scope.trained_models:
+            self.scope.cache_spellings.append((model, node, kind))
 
     def note_grad_free_call(self, name: str, node: cst.Call) -> None:
         """A model called where autograd is off: whether its forward still checkpoints is decided
@@ -342,18 +357,29 @@ class ModelBuilder(ReadOnlyWalker):
             name = arg.keyword.value if arg.keyword else None
             value = self.evaluate(arg.value) if name else None
             if name == "use_cache" and value == Const(True):
-                scope.cache_spellings.append((model, arg, "use_cache"))
+                self.spell_cache(model, arg, "use_cache")
             elif name in ("past_key_values", "past_key_value") and value != Const(None):
-                scope.cache_spellings.append((model, arg, "past_key_values"))
+                self.spell_cache(model, arg, "past_key_values")
 
-    def note_trainer(self, node: cst.Call) -> None:
-        arguments = {a.keyword.value: a.value for a in node.args if a.keyword}
+    def note_trainer(self, node: cst.Call) -> Optional[str]:
+        """`Trainer(model, args, ...)` (or by keyword) with checkpointing TrainingArguments: the
+        Trainer enables checkpointing on that model when it trains. Returns the model's name."""
+        positional = [a.value for a in node.args if a.keyword is None and not a.star]
+        arguments = {**dict(zip(("model", "args"), positional)), **{a.keyword.value: a.value for a in node.args if a.keyword}}
         model, args = arguments.get("model"), arguments.get("args")
-        if isinstance(model, cst.Name) and args is not None:
-            training = self.evaluate(args)
-            site = next((s for s in self.sites if s.kind is ApiKind.HF_TRAINING_ARGS and isinstance(training, Instance) and s.call is training.node), None)
-            if site is not None:
-                self.scope.checkpointed_models.setdefault(model.value, site.call)
+        if not isinstance(model, cst.Name) or args is None:
+            return None
+        training = self.evaluate(args)
+        if isinstance(training, Instance) and training.ctor in self.functions:
+            training = self.functions[training.ctor].returns  # `Trainer(model, make_arguments())`
+        site = next((s for s in self.sites if s.kind is ApiKind.HF_TRAINING_ARGS and isinstance(training, Instance) and s.call is training.node), None)
+        if site is None:
+            return None
+        self.scope.checkpointed_models.setdefault(model.value, site.call)
+        if site.receiver is None:
+            function_scope = next((s for s in reversed(self.scopes) if s.kind == "function"), None)
+            site.receiver, site.trainer_function = self.evaluate(model), function_scope.qualname if function_scope else None
+        return model.value
 
     def finish_facts(self, scope: _Scope) -> None:
         """A mutated container is also read when it appears more often than it is mutated."""
@@ -593,7 +619,7 @@ class ModelBuilder(ReadOnlyWalker):
                 scope.checkpointed_models.setdefault(model, statement)
             elif attr == "use_cache" and model.endswith(".config") and scope.model_modes.get(model[: -len(".config")]) is not False:
                 # In eval() mode transformers does not checkpoint, so the cache is kept (generation).
-                scope.cache_spellings.append((model[: -len(".config")], statement, "use_cache"))
+                self.spell_cache(model[: -len(".config")], statement, "use_cache")
         if attr == "requires_grad" and isinstance(owner, cst.Name) and isinstance(value, Const) and isinstance(value.value, bool):
             grad = Grad.REQUIRED if value.value else Grad.NONE
             scope.bindings[owner.value] = Tensor(grad, f"`{owner.value}.requires_grad` set to {value.value}")
@@ -694,7 +720,7 @@ class ModelBuilder(ReadOnlyWalker):
                 # `model = AutoModel.from_pretrained(..., use_cache=True)`
                 for arg in node.value.args:
                     if arg.keyword and arg.keyword.value == "use_cache" and self.evaluate(arg.value) == Const(True):
-                        self.scope.cache_spellings.append((target.target.value, arg, "use_cache"))
+                        self.spell_cache(target.target.value, arg, "use_cache")
 
     def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
@@ -1111,7 +1137,8 @@ class ModelBuilder(ReadOnlyWalker):
         site.gates = None if None in scope.gates else tuple(dict.fromkeys(g for gates in scope.gates for g in gates))  # type: ignore[union-attr]
         site.forwarded = function_scope is not None and _handed_in(site.function, function_scope)
         self.sites.append(site)
-        self.call_values[id(site.call)] = self.checkpoint_output(site)
+        if site.kind is not ApiKind.HF_TRAINING_ARGS:  # TrainingArguments evaluate to the object a Trainer is handed
+            self.call_values[id(site.call)] = self.checkpoint_output(site)
         if site.kind.runs_checkpoint:
             self.note_checkpointed_call(site)
 
@@ -1401,7 +1428,7 @@ class ModelBuilder(ReadOnlyWalker):
             # transformers >= 5.0's Trainer turns an empty dict into None (`gc_kwargs or None`).
             empty_means_none = not transformers_default_reentrant(self.versions.transformers)
             mode = hf_kwargs_mode(value, kwargs_node, kwargs_keyword, self.versions, empty_means_none)
-            site = CheckpointSite(ApiKind.HF_TRAINING_ARGS, "TrainingArguments", node, mode, None, kwargs_value=value, kwargs_node=kwargs_node)
+            site = CheckpointSite(ApiKind.HF_TRAINING_ARGS, "TrainingArguments", node, mode, None, kwargs_value=value, kwargs_node=kwargs_node, flag_node=flag_node)
             if enabled != Const(True):
                 site.notes.append(f"`{flag}` is not a literal; assuming it may be True")
             return site

@@ -89,8 +89,11 @@ class CheckpointSite:
     captured: dict[str, Value] = field(default_factory=dict)
     # Whether the checkpointed module owns parameters (None: unknown or not a module).
     callee_has_parameters: Optional[bool] = None
-    # transformers enable calls: the model object the call configures.
+    # transformers enable calls: the model object the call configures. TrainingArguments: the model
+    # a `Trainer` handed them trains, the function that builds that Trainer, and the flag's keyword.
     receiver: Optional[Value] = None
+    trainer_function: Optional[str] = None
+    flag_node: Optional[cst.CSTNode] = None
     # `use_reentrant=<value>` when the value depends on a parameter (resolved from the callers).
     mode_value: Optional[Value] = None
     # `preserve_rng_state=<value>` likewise.

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Iterator, Optional
 from ckptlint.findings import Severity
 from ckptlint.fixes import input_require_grads, non_reentrant
 from ckptlint.index import Freeze
-from ckptlint.model.sites import ApiKind, CheckpointSite
-from ckptlint.model.values import Instance, ModuleObject
+from ckptlint.model.sites import ApiKind
+from ckptlint.model.values import Instance, ModuleObject, Value
 from ckptlint.rules import Diagnostic, Rule, callee_name
 from ckptlint.rules.inputs_cannot_require_grad import no_grad_inputs
 from ckptlint.versions import transformers_default_reentrant
@@ -39,8 +39,9 @@ class FrozenUpstreamReentrant(Rule):
                     "(`enable_input_require_grads()` or a forward hook calling `output.requires_grad_(True)`)",
                     fixes=non_reentrant(site),
                 )
-            elif site.kind is ApiKind.HF_ENABLE and site.reentrant:
-                freeze = self.frozen_model(model, site)
+            elif site.kind in (ApiKind.HF_ENABLE, ApiKind.HF_TRAINING_ARGS) and site.reentrant:
+                function = site.trainer_function if site.kind is ApiKind.HF_TRAINING_ARGS else site.enclosing_function
+                freeze = self.frozen_model(model, site.receiver, function)
                 if freeze is not None:
                     frozen = (
                         f"frozen but for its adapters by PEFT (line {freeze.line}), which hooks the embedding output only "
@@ -49,9 +50,14 @@ class FrozenUpstreamReentrant(Rule):
                         else f"frozen (line {freeze.line})"
                     )
                     by = f" (by `{site.wrapper.rsplit('.', 1)[-1]}`)" if site.wrapper else ""
+                    enabled = (
+                        "the Trainer handed these TrainingArguments enables reentrant gradient checkpointing on the model it trains,"
+                        if site.kind is ApiKind.HF_TRAINING_ARGS
+                        else f"reentrant gradient checkpointing is enabled{by} on a model"
+                    )
                     yield Diagnostic(
-                        site.call,
-                        f"reentrant gradient checkpointing is enabled{by} on a model whose parameters are {frozen} "
+                        site.flag_node or site.call,
+                        f"{enabled} whose parameters are {frozen} "
                         f"and nothing makes the embedding output require grad: the checkpointed layers get no gradient or "
                         f"backward fails with \"element 0 of tensors does not require grad\"; {site.mode.reason}",
                         "pass `gradient_checkpointing_kwargs={\"use_reentrant\": False}`, or call "
@@ -61,15 +67,14 @@ class FrozenUpstreamReentrant(Rule):
                     )
 
     @staticmethod
-    def frozen_model(model: FileModel, site: CheckpointSite) -> Optional[Freeze]:
-        receiver = site.receiver
+    def frozen_model(model: FileModel, receiver: Optional[Value], enclosing_function: Optional[str]) -> Optional[Freeze]:
         if isinstance(receiver, Instance):
             ctor = receiver.ctor
         elif isinstance(receiver, ModuleObject) and len(receiver.classes) == 1:
             ctor = receiver.classes[0]
         else:
             return None
-        function = (site.enclosing_function or "").removeprefix(model.module + ".").split(".", 1)[0]
+        function = (enclosing_function or "").removeprefix(model.module + ".").split(".", 1)[0]
         freeze = model.index.instance_freeze(model.module, function, ctor)
         if freeze is None or not (freeze.everything or freeze.attrs) or freeze.input_grad_hook:
             return None

@@ -1,0 +1,58 @@
+"""CKPT004/CKPT005 at runtime through transformers' Trainer (fixtures/hf_trainer.py), real
+transformers 5.23 on CPU.
+
+The Trainer switches checkpointing on from its TrainingArguments when it trains. With
+`{"use_reentrant": True}` and a frozen vision model (only the query projections train, all inside
+the checkpointed layers) nothing requires grad at the layers' inputs: the step fails with
+"element 0 of tensors does not require grad". The 5.23 default (kwargs None: non-reentrant), an
+input-grad hook, or a model with nothing frozen train.
+"""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("accelerate")
+
+from ckpt_runtime import ELEMENT_0, load_fixture  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
+
+fx = load_fixture("hf_trainer")
+
+
+def query_weight(model):
+    return model.vit.layers[0].attention.q_proj.weight
+
+
+@pytest.mark.parametrize("fine_tune", ["fine_tune_reentrant", "fine_tune_with_built_arguments"])
+def test_reentrant_trainer_on_frozen_vision_model_fails(fine_tune, tmp_path):
+    torch.manual_seed(0)
+    with pytest.raises(RuntimeError, match=ELEMENT_0):
+        getattr(fx, fine_tune)(fx.make_dataset(), str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "fine_tune", ["fine_tune_without_checkpointing", "fine_tune_default", "fine_tune_reentrant_with_input_grads", "fine_tune_reentrant_unfrozen"]
+)
+def test_default_hooked_or_unfrozen_trainer_trains(fine_tune, tmp_path):
+    torch.manual_seed(0)
+    model = fx.ViTForImageClassification(fx.vit_config())
+    before = query_weight(model).detach().clone()
+    torch.manual_seed(0)
+    trained = getattr(fx, fine_tune)(fx.make_dataset(), str(tmp_path))
+    assert trained.is_gradient_checkpointing == (fine_tune != "fine_tune_without_checkpointing")
+    assert not torch.equal(query_weight(trained).detach(), before)  # the optimizer step moved the queries
+
+
+def test_trainer_default_is_non_reentrant_in_5_23(tmp_path):
+    """What the Trainer hands the checkpoint function: `{"use_reentrant": False}` from kwargs None."""
+    model = fx.fine_tune_default(fx.make_dataset(), str(tmp_path))
+    assert model.vit.layers[0]._gradient_checkpointing_func.keywords == {"use_reentrant": False}
+
+
+def test_trainer_leaves_the_model_in_train_mode_with_checkpointing_on(tmp_path):
+    """After `train()` returns the model is still in train mode with checkpointing on: code that
+    switches caching back on for generation must also call `eval()` (or checkpointing stays in force)."""
+    model = fx.fine_tune_reentrant_unfrozen(fx.make_dataset(), str(tmp_path))
+    assert model.training and model.is_gradient_checkpointing
