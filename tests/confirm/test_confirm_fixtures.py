@@ -72,6 +72,7 @@ EVIDENCE = {
     ("frozen_upstream.py", 90, "CKPT005"): [r"element 0 of tensors does not require grad .* with checkpointing; no exception without", r"built by build_lora_classifier\(\)"],
     **{("freezes_anywhere.py", line, "CKPT005"): [r"blocks\.0\.lora_A: grad None with checkpointing"] for line in (75, 143, 176, 192, 231, 254, 302)},
     ("hf_vision_adapters.py", 128, "CKPT005"): [r"element 0 of tensors does not require grad", r"pixel_values=float32\[2, 3, 8, 8\]"],
+    ("hf_trainer.py", 31, "CKPT005"): [r"element 0 of tensors does not require grad", r"ran fine_tune_reentrant with example trainer_call\(\)"],
     ("hf_vision_adapters.py", 139, "CKPT005"): [r"element 0 of tensors does not require grad"],
     ("hf_vision_adapters.py", 249, "CKPT005"): [r"element 0 of tensors does not require grad"],
     ("peft_order.py", 43, "CKPT005"): [r"element 0 of tensors does not require grad", r"built by vit_wrapped_then_enabled\(\) on pixel_values=float32\[2, 3, 8, 8\]"],
@@ -211,6 +212,9 @@ LOOK_ALIKES = [
         "BareHelperHeadFrozenTagger",
     )),
     ("hf_vision_adapters.py", "build_reentrant_with_input_grads", "gradient_checkpointing_enable(", "CKPT005"),
+    *(("hf_trainer.py", name, "TrainingArguments(", "CKPT005") for name in (
+        "fine_tune_default", "fine_tune_reentrant_with_input_grads", "fine_tune_reentrant_unfrozen", "fine_tune_without_checkpointing",
+    )),
     ("hf_vision_adapters.py", "build_default", "gradient_checkpointing_enable(", "CKPT005"),
     ("hf_vision_adapters.py", "build_helper_enabled_with_input_grads", "enable_reentrant_checkpointing(model)", "CKPT005"),
     *(("peft_order.py", name, "gradient_checkpointing_enable(", "CKPT005") for name in (
