@@ -127,7 +127,11 @@ class ProjectFiles:
     def known(self, path: str, stat: os.stat_result) -> Optional[Known]:
         details = self._load_details()
         entry = details["files"].get(path)
-        if entry is None or entry[:3] != [stat.st_size, stat.st_mtime_ns, stat.st_ino] or stat.st_mtime_ns >= details["written"] - _RACY_NS:
+        if entry is None or entry[:3] != [stat.st_size, stat.st_mtime_ns, stat.st_ino]:
+            return None
+        if stat.st_mtime_ns >= details["written"] - _RACY_NS:
+            # Read again; written again now, so that a later run can trust it.
+            self.changed = True
             return None
         return Known(*entry[3:])
 

@@ -146,3 +146,27 @@ def test_a_file_added_or_an_ignore_file_edited_is_seen_without_a_new_walk_missin
     with open(ignore, "w") as edited:  # in place: the folder's entries stay as they are
         edited.write("# nothing ignored\n")
     assert [f["code"] for f in _check("--cache-dir", cache, layers)["findings"]] == ["CKPT007"]
+
+
+def test_a_state_written_too_soon_after_an_edit_is_written_again_once_it_can_be_trusted(fixture_project, monkeypatch):
+    """A file changed in the clock tick before the state was written is read again; once the state
+    is rewritten later than that, a run where nothing changed decodes only its head again."""
+    import os
+    import time
+    import types
+
+    cache = str(fixture_project.parent / "cache")
+    edited = time.time_ns() + 1_000_000_000_000  # later than the folders' ctimes, which cannot be set
+    for path in fixture_project.rglob("*.py"):
+        os.utime(path, ns=(edited, edited))
+    clock = types.SimpleNamespace(time_ns=lambda: edited + 500_000_000)  # half a second after the edit
+    monkeypatch.setattr(ckptlint.project, "time", clock)
+    name = "fixtures/crossfile/text/layers.py"
+    _check("--cache-dir", cache, ".")
+    decoded: list[str] = []
+    real = ckptlint.project.ProjectFiles._load_details
+    monkeypatch.setattr(ckptlint.project.ProjectFiles, "_load_details", lambda self: (self._details is None and decoded.append(self.details_key)) or real(self))
+    clock.time_ns = lambda: edited + 100_000_000_000
+    for _ in range(2):
+        assert [f["code"] for f in _check("--cache-dir", cache, name)["findings"]] == ["CKPT007"]
+    assert len(decoded) == 1  # the first run could not trust the state; the second could
