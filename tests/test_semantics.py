@@ -714,6 +714,41 @@ def test_transformers_layer_keyword_depends_on_the_enabled_mode():
     assert findings(enabled, transformers="5.23") == {(11, "CKPT003")}
 
 
+def test_layer_keyword_computed_afresh_for_each_layer_is_read_once():
+    """A learned bias made once per layer from leaves only (data2vec-vision's relative position bias,
+    a module called on sizes): each tensor is read by one checkpointed call, so the reentrant
+    recompute walks its graph once and gradients are exact (tests/runtime/test_ckpt003_runtime.py).
+    A tensor shared by every layer, or made from one, is walked once per layer: "Trying to backward
+    through the graph a second time"."""
+    body = """
+        from transformers.modeling_layers import GradientCheckpointingLayer
+        class Layer(GradientCheckpointingLayer):
+            pass
+        class Encoder(nn.Module):
+            def __init__(self, project):
+                super().__init__()
+                self.bias_table = nn.Linear(1, 4)
+                self.source = nn.Linear(4, 4)
+                self.layers = nn.ModuleList([Layer() for _ in range(2)])
+                self.project = project
+            def forward(self, h, source):
+                context = self.source(source)
+                for layer in self.layers:
+                    if self.project:
+                        bias = self.bias_table(torch.ones(1))
+                    else:
+                        bias = None
+                    from_context = self.source(context)
+                    shared = context
+                    h = layer(h, position_bias=bias)
+                    h = layer(h, position_bias=from_context)
+                    h = layer(h, position_bias=shared)
+                return h
+        model = Encoder(project=True)
+        """
+    assert findings(body, transformers="4.57") == {(22, "CKPT003"), (23, "CKPT003")}
+
+
 def test_frozen_text_model_is_hooked_by_transformers_5_unless_the_hook_is_undone():
     body = """
         from transformers import AutoModelForCausalLM

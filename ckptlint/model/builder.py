@@ -40,7 +40,7 @@ from ckptlint.model.apis import (
     WRAP_POLICY_CLASSES,
     CheckpointApi,
 )
-from ckptlint.model.dataflow import Dataflow, entry_value, loader_batch, tensor_attribute
+from ckptlint.model.dataflow import TENSOR_METADATA, Dataflow, entry_value, loader_batch, tensor_attribute
 from ckptlint.model.modes import hf_kwargs_mode
 from ckptlint.model.sites import (
     ApiKind,
@@ -192,6 +192,8 @@ class _Scope:
     model_modes: dict[str, bool] = field(default_factory=dict)
     trained_models: set[str] = field(default_factory=set)  # a Trainer's `train()` has returned
     cache_spellings: list[tuple[str, cst.CSTNode, str]] = field(default_factory=list)
+    # Per enclosing `for` loop, innermost last: the names its body has assigned so far.
+    loop_assigned: list[set[str]] = field(default_factory=list)
 
     def grad_disabled(self) -> Optional[GradContext]:
         for mark in reversed(self.grad):
@@ -540,9 +542,11 @@ class ModelBuilder(ReadOnlyWalker):
     def visit_For(self, node: cst.For) -> None:
         self.scope.branch_depth += 1
         self.bind_loop_target(node.target, node.iter)
+        self.scope.loop_assigned.append(set())
 
     def leave_For(self, node: cst.For) -> None:
         self.scope.branch_depth -= 1
+        self.scope.loop_assigned.pop()
 
     def visit_With(self, node: cst.With) -> None:
         for item in node.items:
@@ -714,6 +718,8 @@ class ModelBuilder(ReadOnlyWalker):
         value = self.evaluate(node.value)
         for target in node.targets:
             self.bind_target(target.target, value, node)
+            if isinstance(target.target, cst.Name) and self.scope.loop_assigned:
+                self.note_fresh(target.target.value, node.value, value)
             if isinstance(target.target, cst.Name):
                 set_state(self, target.target.value, state_of(self, node.value))
             if isinstance(target.target, cst.Name) and isinstance(node.value, cst.Call):
@@ -721,6 +727,18 @@ class ModelBuilder(ReadOnlyWalker):
                 for arg in node.value.args:
                     if arg.keyword and arg.keyword.value == "use_cache" and self.evaluate(arg.value) == Const(True):
                         self.spell_cache(target.target.value, arg, "use_cache")
+
+    def note_fresh(self, name: str, expression: cst.BaseExpression, value: Value) -> None:
+        """In a loop body: whether `name` now holds a tensor made in this iteration from leaves only (a
+        call whose arguments cannot carry another graph), so that nothing else shares its graph."""
+        fresh = self.scope.loop_assigned[-1]
+        if isinstance(value, Const):
+            return  # `bias = None` on another branch neither makes nor shares a graph
+        made = isinstance(expression, cst.Call) and all(_carries_no_graph(self.evaluate(a.value)) for a in expression.args)
+        if made:
+            fresh.add(name)
+        else:
+            fresh.discard(name)
 
     def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
@@ -1392,10 +1410,12 @@ class ModelBuilder(ReadOnlyWalker):
     def hf_layer_site(self, node: cst.Call, layer: ModuleObject) -> CheckpointSite:
         arguments = self.arguments(node.args)
         keywords = tuple(n for (_, n, status) in arguments.keywords.values() if status is FlagStatus.EXPLICIT and isinstance(n, cst.Arg))
+        assigned = self.scope.loop_assigned[-1] if self.scope.loop_assigned else set()
+        fresh = frozenset(a.keyword.value for a in keywords if a.keyword and isinstance(a.value, cst.Name) and a.value.value in assigned)
         return CheckpointSite(
             ApiKind.HF_LAYER_CALL, "GradientCheckpointingLayer.__call__", node, self.hf_configured_mode(), layer, arguments.positional, keywords,
             input_values=tuple(self.evaluate(a.value) for a in arguments.positional if not a.star),
-            keyword_values=tuple(self.evaluate(a.value) for a in keywords),
+            keyword_values=tuple(self.evaluate(a.value) for a in keywords), fresh_keywords=fresh,
         )
 
     def hf_enable_site(self, node: cst.Call, method: str) -> CheckpointSite:
@@ -1503,6 +1523,15 @@ def _ends_with_return(body: cst.BaseSuite) -> bool:
 
 def _is_self(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "self"
+
+
+def _carries_no_graph(value: Value) -> bool:
+    """A constant, a size (`x.shape[1]`), data or a leaf tensor: nothing that links to another graph."""
+    while isinstance(value, ElementOf):
+        value = value.base
+    if isinstance(value, AttributeOf):
+        return isinstance(TENSOR_METADATA.get(value.attr), Const)
+    return isinstance(value, Const) or isinstance(value, Tensor) and (value.grad is Grad.NONE or value.leaf)
 
 
 def _is_super(node: cst.BaseExpression) -> bool:

@@ -26,7 +26,7 @@ from ckptlint.model.values import (
 
 _NO_SUMMARY = ClassSummary("", (), {}, ())
 # Tensor attributes that are metadata, not tensors: they never carry grad.
-TENSOR_ATTRIBUTES: dict[str, Value] = {name: Const(None) for name in ("shape", "dtype", "device", "ndim", "is_cuda", "requires_grad")}
+TENSOR_METADATA: dict[str, Value] = {name: Const(None) for name in ("shape", "dtype", "device", "ndim", "is_cuda", "requires_grad")}
 
 
 def tensor_attribute(tensor: Tensor, attr: str) -> Value:
@@ -35,7 +35,7 @@ def tensor_attribute(tensor: Tensor, attr: str) -> Value:
         return tensor
     if tensor.maybe_tuple and attr in MODEL_OUTPUT_ACTIVATIONS:
         return replace(tensor, maybe_tuple=False)
-    return TENSOR_ATTRIBUTES.get(attr, UNKNOWN)
+    return TENSOR_METADATA.get(attr, UNKNOWN)
 
 
 def entry_value(function: str, name: str) -> Optional[Value]:

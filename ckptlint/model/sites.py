@@ -110,6 +110,9 @@ class CheckpointSite:
     grad_guarded: bool = False
     # For a call of a checkpoint wrapper: the wrapper run (its qualified name).
     wrapper: Optional[str] = None
+    # Keywords whose tensor the enclosing loop computes afresh, earlier in the same iteration: each
+    # one is read by this call alone, so a reentrant recompute walks its graph once (measured exact).
+    fresh_keywords: frozenset[str] = frozenset()
     # Past an `if self.training: return ...` or inside `if not self.training:`: never runs in training.
     eval_only: bool = False
     # The module flags (`self.<attr>`) the enclosing `if`s require for the call to run (None: other

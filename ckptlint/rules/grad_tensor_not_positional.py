@@ -167,6 +167,8 @@ class GradTensorNotPositional(Rule):
     def layer_keywords(site: CheckpointSite) -> Iterator[Diagnostic]:
         for arg, value in zip(site.keywords, site.keyword_values):
             name = arg.keyword.value if arg.keyword else ""
+            if name in site.fresh_keywords:
+                continue  # computed for this call alone: the recompute's backward is its only one
             if needs_grad(value) or (isinstance(value, Param) and name in ACTIVATION_NAMES):
                 carrier = grad_on_some_path(value)
                 # Say which path brings the grad when not every path does.

@@ -7,6 +7,8 @@ by two checkpointed blocks raises "Trying to backward through the graph a second
 Positional inputs, captured parameters and masks, and non-reentrant mode give identical gradients.
 """
 
+import functools
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -203,3 +205,53 @@ def test_hf_checkpointing_func_keyword_under_non_reentrant_is_correct(transforme
     rfx.training_step(model_ref, batch)
     rfx.training_step(model, batch)
     assert_same_grads(grads(model), grads(model_ref))
+
+
+# --- a keyword tensor made afresh for each layer from leaves only (data2vec-vision's relative position
+# bias): GradientCheckpointingLayer binds it with functools.partial, as here. Read by one checkpointed
+# call, its graph is walked once, in the recompute: exact. Shared by every layer: walked once per layer.
+
+
+class _BiasedLayer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+
+    def forward(self, h, position_bias=None):
+        return torch.tanh(self.proj(h) + position_bias)
+
+
+class _BiasedEncoder(torch.nn.Module):
+    def __init__(self, shared):
+        super().__init__()
+        self.embed = torch.nn.Linear(4, 4)
+        self.bias_table = torch.nn.Parameter(torch.randn(10, 4))
+        self.layers = torch.nn.ModuleList([_BiasedLayer() for _ in range(3)])
+        self.shared = shared
+        self.register_buffer("index", torch.tensor([1, 3, 5]))
+
+    def forward(self, x, checkpointed):
+        h = self.embed(x)
+        shared_bias = self.bias_table[self.index] * 2
+        for layer in self.layers:
+            bias = shared_bias if self.shared else self.bias_table[self.index] * 2
+            bound = functools.partial(layer, position_bias=bias)
+            h = torch.utils.checkpoint.checkpoint(bound, h, use_reentrant=True) if checkpointed else bound(h)
+        return h.sum()
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_keyword_bias_made_per_layer_is_exact_and_a_shared_one_breaks_backward(shared):
+    torch.manual_seed(0)
+    model = _BiasedEncoder(shared)
+    x = torch.randn(3, 4)
+    model(x, checkpointed=False).backward()
+    reference = grads(model)
+    model.zero_grad()
+    if shared:
+        with pytest.raises(RuntimeError, match=SECOND_BACKWARD):
+            model(x, checkpointed=True).backward()
+        return
+    model(x, checkpointed=True).backward()
+    assert_same_grads(grads(model), reference)
+    assert model.bias_table.grad is not None and model.bias_table.grad.abs().sum() > 0
