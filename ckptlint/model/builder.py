@@ -40,7 +40,7 @@ from ckptlint.model.apis import (
     WRAP_POLICY_CLASSES,
     CheckpointApi,
 )
-from ckptlint.model.dataflow import TENSOR_METADATA, Dataflow, entry_value, loader_batch, tensor_attribute
+from ckptlint.model.dataflow import Dataflow, entry_value, loader_batch, tensor_attribute
 from ckptlint.model.modes import hf_kwargs_mode
 from ckptlint.model.sites import (
     ApiKind,
@@ -85,6 +85,7 @@ from ckptlint.model.values import (
     code,
     defaulted,
     element_of,
+    grad_on_some_path,
     join_grad,
     merge,
 )
@@ -730,11 +731,11 @@ class ModelBuilder(ReadOnlyWalker):
 
     def note_fresh(self, name: str, expression: cst.BaseExpression, value: Value) -> None:
         """In a loop body: whether `name` now holds a tensor made in this iteration from leaves only (a
-        call whose arguments cannot carry another graph), so that nothing else shares its graph."""
+        call none of whose arguments is known to carry another graph), so that nothing else shares it."""
         fresh = self.scope.loop_assigned[-1]
         if isinstance(value, Const):
             return  # `bias = None` on another branch neither makes nor shares a graph
-        made = isinstance(expression, cst.Call) and all(_carries_no_graph(self.evaluate(a.value)) for a in expression.args)
+        made = isinstance(expression, cst.Call) and not any(_links_to_a_graph(self.evaluate(a.value)) for a in expression.args)
         if made:
             fresh.add(name)
         else:
@@ -1525,13 +1526,15 @@ def _is_self(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "self"
 
 
-def _carries_no_graph(value: Value) -> bool:
-    """A constant, a size (`x.shape[1]`), data or a leaf tensor: nothing that links to another graph."""
-    while isinstance(value, ElementOf):
-        value = value.base
-    if isinstance(value, AttributeOf):
-        return isinstance(TENSOR_METADATA.get(value.attr), Const)
-    return isinstance(value, Const) or isinstance(value, Tensor) and (value.grad is Grad.NONE or value.leaf)
+def _links_to_a_graph(value: Value) -> bool:
+    """A tensor known to carry autograd history (not a leaf), here or inside a literal tuple or list.
+    Values the analysis cannot tell (a parameter, a size) do not count: this only clears findings."""
+    if isinstance(value, Items):
+        return any(map(_links_to_a_graph, value.values))
+    carrier = grad_on_some_path(value)
+    if carrier is not None:
+        return not carrier.leaf
+    return isinstance(value, Tensor) and value.grad is Grad.UNKNOWN and not value.leaf
 
 
 def _is_super(node: cst.BaseExpression) -> bool:
