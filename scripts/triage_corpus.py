@@ -52,7 +52,10 @@ factory functions taken for top-level models, and diffusers' own `_gradient_chec
 (non-reentrant) taken for transformers'. On the further corpora: transformers 4.40 FocalNet's
 `self.modulator` (and, briefly, `self.gates`), stored and read back within the same checkpointed
 forward, a scratch attribute the recompute overwrites identically, is no longer an escape
-(CKPT007); a class that a library's `_init_weights` type-checks is no longer taken for a submodule."""
+(CKPT007); a class that a library's `_init_weights` type-checks is no longer taken for a submodule;
+data2vec-vision's relative position bias, a keyword tensor made afresh for each layer from its
+table, is read by one checkpointed call only (measured exact), so it is no longer CKPT003 once a
+tensor that requires grad on some path (the `has_relative_position_bias` branch) is followed."""
 
 
 KNOWN_MISSES = """## Known misses
@@ -60,12 +63,6 @@ KNOWN_MISSES = """## Known misses
 Misuse in these corpora that ckptlint does not report, found while triaging; each is an open gap of
 the analysis, not a verdict:
 
-- `transformers-5.23.0/.../autoformer/modeling_autoformer.py:991` (4.57 semantics, CKPT003):
-  `encoder_hidden_states=` by keyword to a GradientCheckpointingLayer. Reported until the top-level
-  model became a matter of evidence: nothing in transformers builds `AutoformerForPrediction`, so its
-  `encoder_outputs` parameter is unknown, and the merge of "unknown" (passed in) with "requires grad"
-  (computed by the encoder when it is None) is unknown. A may-require-grad fact that survives a merge
-  with an unknown branch would bring it back.
 - `transformers-5.23.0/.../clvp/modeling_clvp.py:721` (CKPT001): the conditioning encoder checkpoints
   raw log-mel features reentrantly, as in 4.40 (reported there, where a conversion script builds the
   model); 5.23 ships no code that builds or loads `ClvpModelForConditionalGeneration`, so its inputs
