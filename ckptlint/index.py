@@ -512,6 +512,8 @@ class _Summarizer:
                         wrapped.add(id(node.value))
                         held[wrap[0]].append(FreezeStep(wrap[1]))
                         shared = held[wrap[0]]
+                        if name == wrap[0] and not wrap[1].adapter_wrap:
+                            continue  # `model = prepare_model_for_kbit_training(model)` returns the model itself
                     held.pop(name, None)
                     if name in ctors:
                         built.append((ctors.pop(name), found.pop(name)))
@@ -544,11 +546,13 @@ class _Summarizer:
         return (arg.id, freeze) if freeze is not None else None
 
     def peft_freeze(self, call: ast.Call, wrapped: str) -> Optional[Freeze]:
-        """What a PEFT call does to the model (of class `wrapped`) it is handed; None for other calls."""
+        """What a PEFT call does to the model (built by `wrapped`, a constructor) it is handed; None
+        for other calls."""
         callee = (self.qualify(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) else None) or ""
         if callee in _PEFT_KBIT:
-            # Hooks the inputs of a quantized model only; whether it is quantized is not known here.
-            return Freeze(everything=True, input_grad_hook=True, line=call.lineno, path=self.path)
+            # It hooks the inputs (and enables checkpointing) of a quantized model only: one built by
+            # its constructor or from a config holds no quantized weights; a loaded one may.
+            return Freeze(everything=True, input_grad_hook=not _built_without_weights(wrapped), line=call.lineno, path=self.path)
         if callee in _PEFT_WRAPPERS or callee.startswith(_PEFT_MODEL_CLASSES):
             return Freeze(everything=True, adapter_wrap=True, wrapped=wrapped, line=call.lineno, path=self.path)
         return None
@@ -613,6 +617,8 @@ class _Summarizer:
                 if made is None:
                     return callee, [FreezeStep(wrap), *steps]
                 wrap.wrapped = made[0]
+                if wrap.input_grad_hook and _built_without_weights(made[0]):
+                    wrap.input_grad_hook = False  # `prepare_model_for_kbit_training(Net())`
                 return callee, [*made[1], FreezeStep(wrap), *steps]
             if type(inner) is ast.Call and _function_like(callee) and self.project_callee(func):
                 steps.insert(0, FreezeStep(callee=callee, slot="0"))
@@ -933,6 +939,14 @@ _PEFT_MODEL_CLASSES = ("peft.PeftModel", "peft.peft_model.PeftModel")  # and `.f
 # Freezes every parameter; hooks the inputs (and enables checkpointing) only for a quantized model.
 _PEFT_KBIT = frozenset({"peft.prepare_model_for_kbit_training", "peft.utils.prepare_model_for_kbit_training", "peft.utils.other.prepare_model_for_kbit_training"})
 _HF_ENABLE_KWARGS = {"gradient_checkpointing_enable": "gradient_checkpointing_kwargs", "activation_checkpointing_enable": "activation_checkpointing_kwargs"}
+
+
+def _built_without_weights(constructor: str) -> bool:
+    """Whether a model built by `constructor` (qualified) holds no loaded weights: a class called
+    (`ViTForImageClassification(config)`, a project's `Net()`) or `from_config`, not `from_pretrained`
+    or a factory function. peft asks the object itself whether it is quantized."""
+    last = constructor.rsplit(".", 1)[-1]
+    return last == "from_config" or last[:1].isupper()
 
 
 def _hf_enables(tree: ast.Module) -> list[tuple[int, Optional[bool]]]:

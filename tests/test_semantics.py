@@ -799,10 +799,17 @@ def test_peft_hooks_the_inputs_only_of_a_model_already_checkpointed_when_it_wrap
         def wrapped_then_default(name):
             model = get_peft_model(ViTForImageClassification.from_pretrained(name), LoraConfig())
             model.gradient_checkpointing_enable()
+        def prepared_unquantized(config):
+            model = AutoModelForCausalLM.from_config(config)
+            model = prepare_model_for_kbit_training(model)
+            model = get_peft_model(model, LoraConfig())
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
         """
+    # prepare_model_for_kbit_training hooks a quantized model only: one loaded with from_pretrained
+    # may be (prepared_for_kbit), one built from a config is not (prepared_unquantized)
     assert findings(body, transformers="5.23") == {(15, "CKPT005")}  # 5.x hooks input_ids models itself; default non-reentrant
     # 4.x hooks nothing for a PEFT wrapper, and its default is reentrant
-    assert findings(body, transformers="4.57") == {(7, "CKPT005"), (11, "CKPT005"), (15, "CKPT005"), (30, "CKPT005")}
+    assert findings(body, transformers="4.57") == {(7, "CKPT005"), (11, "CKPT005"), (15, "CKPT005"), (30, "CKPT005"), (35, "CKPT005")}
 
 
 WRAPPERS = """

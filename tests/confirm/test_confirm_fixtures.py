@@ -75,7 +75,8 @@ EVIDENCE = {
     ("hf_trainer.py", 31, "CKPT005"): [r"element 0 of tensors does not require grad", r"ran fine_tune_reentrant with example trainer_call\(\)"],
     ("hf_vision_adapters.py", 139, "CKPT005"): [r"element 0 of tensors does not require grad"],
     ("hf_vision_adapters.py", 249, "CKPT005"): [r"element 0 of tensors does not require grad"],
-    ("peft_order.py", 43, "CKPT005"): [r"element 0 of tensors does not require grad", r"built by vit_wrapped_then_enabled\(\) on pixel_values=float32\[2, 3, 8, 8\]"],
+    ("peft_order.py", 44, "CKPT005"): [r"element 0 of tensors does not require grad", r"built by vit_wrapped_then_enabled\(\) on pixel_values=float32\[2, 3, 8, 8\]"],
+    ("peft_order.py", 68, "CKPT005"): [r"element 0 of tensors does not require grad", r"built by vit_prepared_unquantized_then_enabled\(\)"],
     **{("hf_vision_adapters.py", line, "CKPT006"): [r"ran with use_reentrant omitted: effective use_reentrant=True", r"should be passed explicitly"] for line in (172, 178)},
     ("forwarded_kwargs.py", 14, "CKPT006"): [r"checkpoint at forwarded_kwargs\.py:14 ran with use_reentrant omitted", r"example forwarded_kwargs_wrapper\(\)"],
     ("layers.py", 46, "CKPT007"): [r"attention\.0\.attn_maps: list of 4 with checkpointing after backward; list of 2 without"],
@@ -219,6 +220,7 @@ LOOK_ALIKES = [
     ("hf_vision_adapters.py", "build_helper_enabled_with_input_grads", "enable_reentrant_checkpointing(model)", "CKPT005"),
     *(("peft_order.py", name, "gradient_checkpointing_enable(", "CKPT005") for name in (
         "vit_enabled_then_wrapped", "vit_wrapped_then_enabled_with_input_grads", "llama_wrapped_then_enabled", "llama_enabled_then_wrapped",
+        "vit_prepared_unquantized_non_reentrant",
     )),
     ("hf_vision_adapters.py", "enable_checkpointing_or_non_reentrant", "gradient_checkpointing_enable(", "CKPT006"),
     ("hf_vision_adapters.py", "enable_checkpointing_as_told", "gradient_checkpointing_enable(", "CKPT006"),
