@@ -1221,10 +1221,22 @@ def _handed_back(summarizer: "_Summarizer", value: ast.Call) -> Iterator[ast.Cal
 
 
 def _returns_first_param(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> bool:
-    """Every `return` of `function` returns its first parameter, unchanged."""
+    """Every `return` of `function` (not of the functions it defines) returns its first parameter,
+    unchanged. Stops at the first one that does not: this runs for every function of the project."""
     params = _ordered_params(function)
-    returns = [n for n in ast.walk(function) if isinstance(n, ast.Return)]
-    return bool(params) and bool(returns) and all(isinstance(r.value, ast.Name) and r.value.id == params[0] for r in returns)
+    if not params:
+        return False
+    found = False
+    stack: list[ast.AST] = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            if not (isinstance(node.value, ast.Name) and node.value.id == params[0]):
+                return False
+            found = True
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.expr)):
+            stack.extend(ast.iter_child_nodes(node))
+    return found
 
 
 # What training code calls: `loss.backward()`, `trainer.fit(model)`; optimizers and trainers it builds.

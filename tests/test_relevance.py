@@ -224,3 +224,12 @@ def test_a_parenthesised_checkpoint_callee_is_a_site():
     for spelling in ("(torch.utils.checkpoint.checkpoint)(block, x)", "(\n        checkpoint\n    )  (block, x)", "((checkpoint))(block, x)"):
         source = f"import torch.utils.checkpoint\nfrom torch.utils.checkpoint import checkpoint\n\n\ndef step(block, x):\n    return {spelling}\n"
         assert [(f.line, f.code) for f in lint_text(source).findings] == [(6, "CKPT006")], spelling
+
+
+def test_grad_off_text_keeps_with_blocks_and_module_level_decorated_functions_only():
+    from ckptlint.relevance import GRAD_OFF_TEXT
+
+    kept = "with torch.no_grad():\n    model(x)\n@torch.inference_mode()\ndef evaluate(model, loader):\n    pass\n"
+    skipped = "class Rotary(nn.Module):\n    @torch.no_grad()\n    def forward(self, x):\n        return x\n"
+    assert [m.group() for m in GRAD_OFF_TEXT.finditer(kept)] == ["with torch.no_grad", "@torch.inference_mode"]
+    assert not GRAD_OFF_TEXT.search(skipped)
