@@ -1100,12 +1100,11 @@ def verdict(code: str, report: ComparisonReport, path: str, line: int, end_line:
         if not report.error_with:
             prefer = [c.module for c in at_line if c.module is not None]
             symptoms += [e for e in report.none_grad_evidence(prefer) if "None with checkpointing" in e]
-        # checkpoint_sequential records its own call and the checkpoints it makes, at one line.
-        premise = list(dict.fromkeys(
+        premise = [
             f"checkpoint at {c.where()}: reentrant, no positional tensor input requires grad"
             for c in _unique(at_line or report.calls)
             if c.effective_reentrant and not c.positional_requires_grad
-        ))[:2]
+        ][:2]
         if any(_NO_INPUT_GRAD in w for w in report.warnings):
             premise.append(f"torch warned: {_NO_INPUT_GRAD}. Gradients will be None")
     elif code == "CKPT002":
@@ -1166,6 +1165,8 @@ def verdict(code: str, report: ComparisonReport, path: str, line: int, end_line:
             premise += [f"{c.api} at {c.where()} ran with grad enabled" for c in _unique(at_line) if c.grad_enabled]
     else:
         symptoms = report.evidence()
+    # checkpoint_sequential records its own call and the checkpoints it makes, at one line.
+    premise = list(dict.fromkeys(premise))
     if symptoms:
         return CONFIRMED, symptoms + premise
     if code in ("CKPT006", "CKPT008"):  # judged on the recorded calls, not on the training step

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterable, Optional, Sequence, Union
 
 from ckptlint.confirm.failures import EXAMPLE_HINT, skeleton
-from ckptlint.confirm.usage import main_entry, main_reaching, project_files
+from ckptlint.confirm.usage import main_entry, main_reaching, project_files, text_of
 from ckptlint.findings import CRASHED, NEEDS_EXAMPLE
 from ckptlint.names import module_name_for
 
@@ -279,7 +279,7 @@ def _builder_elsewhere(path: str, name: str, seen: set[str]) -> Optional[tuple[s
         file = os.path.abspath(file)
         if file in seen:
             continue
-        facts = _file_facts(file) if _mentions(file, name) else None
+        facts = _file_facts(file) if name in text_of(file) else None
         if facts is None or not _imports_from(facts.tree, name, file, module, package, os.path.dirname(path)):
             continue
         candidates += [(file, facts, cls) for cls, node in facts.classes.items() if name in _called_names(node)]
@@ -287,13 +287,6 @@ def _builder_elsewhere(path: str, name: str, seen: set[str]) -> Optional[tuple[s
         if "checkpoint" in ast.unparse(candidate[1].classes[candidate[2]]):
             return candidate
     return candidates[0] if candidates else None
-
-
-def _mentions(path: str, name: str) -> bool:
-    try:
-        return name.encode() in Path(path).read_bytes()
-    except OSError:
-        return False
 
 
 def _imports_from(tree: ast.Module, name: str, file: str, module: str, package: str, folder: str) -> bool:

@@ -102,7 +102,7 @@ def usage_of(name: str, path: str, files: Sequence[str], tree: Optional[ast.Modu
         if os.path.abspath(file) == own and tree is not None:
             module = tree
         else:
-            text = _read(file, _mtime(file))
+            text = text_of(file)
             # Another file uses the target only if it names it and imports its module.
             if name not in text or (os.path.abspath(file) != own and module_name not in text):
                 continue
@@ -276,10 +276,15 @@ def main_entry(tree: ast.Module) -> tuple[str, Optional[list[ast.stmt]]]:
     return "", None
 
 
+def text_of(path: str) -> str:
+    """The file's text ("" when unreadable or too big), read once while it is unchanged."""
+    return _read(path, _mtime(path))
+
+
 def flat_script(path: str, source: Optional[str] = None) -> bool:
     """Whether the file is a training script written flat at module level: importing it trains."""
     try:
-        tree = ast.parse(_read(path, _mtime(path)) if source is None else source, filename=path)
+        tree = ast.parse(text_of(path) if source is None else source, filename=path)
     except (SyntaxError, ValueError):
         return False
     return main_entry(tree)[0] == "module"
