@@ -23,7 +23,7 @@ from ckptlint.model.values import DictLit, code
 if TYPE_CHECKING:
     import libcst as cst
 
-    from ckptlint.model.builder import FileModel
+    from ckptlint.model.file_model import FileModel
 
 # The APIs whose call takes `use_reentrant=` itself.
 _TAKES_FLAG = (ApiKind.CHECKPOINT, ApiKind.SEQUENTIAL)

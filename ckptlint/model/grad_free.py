@@ -19,7 +19,7 @@ from ckptlint.model.summaries import argument_key, bind
 from ckptlint.model.values import ModuleObject, Value, code
 
 if TYPE_CHECKING:
-    from ckptlint.model.builder import FileModel
+    from ckptlint.model.file_model import FileModel
     from ckptlint.model.summaries import Resolver
 
 _RUNS_IN_FORWARD = (ApiKind.CHECKPOINT, ApiKind.SEQUENTIAL, ApiKind.HF_FUNC, ApiKind.PROJECT_WRAPPER, ApiKind.HF_LAYER_CALL)

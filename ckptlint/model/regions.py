@@ -16,7 +16,7 @@ from ckptlint.model.values import UNKNOWN, Const, Lambda, LocalFunction, ModuleO
 from ckptlint.model.torch_knowledge import DROPOUT_MODULE_P, DROPOUT_MODULES
 
 if TYPE_CHECKING:
-    from ckptlint.model.builder import FileModel
+    from ckptlint.model.file_model import FileModel
 
 _MAX_FUNCTIONS = 64  # deep module trees: enough to see every layer type, bounded for speed
 

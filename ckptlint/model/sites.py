@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Union
 
-from ckptlint.model.values import Unknown, Value
+from ckptlint.model.values import ModuleObject, Unknown, Value
 from ckptlint.versions import AssumedVersion
 
 if TYPE_CHECKING:

@@ -48,7 +48,7 @@ from ckptlint.model.values import (
 )
 
 if TYPE_CHECKING:
-    from ckptlint.model.builder import FileModel
+    from ckptlint.model.file_model import FileModel
 
 # How many callers up a value is followed, and how many calls of one function are read.
 _MAX_DEPTH = 4

@@ -12,7 +12,7 @@ from ckptlint.rules.side_effect_escapes import CHECKPOINTED, is_cache
 from ckptlint.versions import generation_loses_context
 
 if TYPE_CHECKING:
-    from ckptlint.model.builder import FileModel
+    from ckptlint.model.file_model import FileModel
 
 
 HF_NULLED_CACHES = frozenset({"past_key_values", "past_key_value", "layer_past"})

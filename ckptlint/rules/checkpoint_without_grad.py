@@ -8,7 +8,7 @@ from ckptlint.findings import Severity
 from ckptlint.rules import Diagnostic, Rule, spelled
 
 if TYPE_CHECKING:
-    from ckptlint.model.builder import FileModel
+    from ckptlint.model.file_model import FileModel
 
 
 class CheckpointWithoutGrad(Rule):

@@ -14,7 +14,7 @@ from ckptlint.rules.inputs_cannot_require_grad import no_grad_inputs
 from ckptlint.versions import transformers_default_reentrant
 
 if TYPE_CHECKING:
-    from ckptlint.model.builder import FileModel
+    from ckptlint.model.file_model import FileModel
 
 # Model classes whose main input is not `input_ids` (pixel_values, input_features, ...).
 VISION_OR_AUDIO = ("Image", "Vision", "Vit", "ViT", "Detection", "Segmentation", "Depth", "Audio", "Speech", "CTC", "Video", "Whisper", "Wav2Vec")

@@ -12,7 +12,7 @@ from ckptlint.model.torch_knowledge import ACTIVATION_NAMES
 from ckptlint.rules import Diagnostic, Rule, callee_name, spelled
 
 if TYPE_CHECKING:
-    from ckptlint.model.builder import FileModel
+    from ckptlint.model.file_model import FileModel
 
 HELP = (
     "pass the tensor positionally (`checkpoint(fn, x, t)` with `fn(x, t)`), or use `use_reentrant=False`, "

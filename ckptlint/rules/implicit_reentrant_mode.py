@@ -10,7 +10,7 @@ from ckptlint.model.sites import ApiKind, FlagStatus
 from ckptlint.rules import Diagnostic, Rule
 
 if TYPE_CHECKING:
-    from ckptlint.model.builder import FileModel
+    from ckptlint.model.file_model import FileModel
 
 DIRECT = (ApiKind.CHECKPOINT, ApiKind.SEQUENTIAL)
 TRANSFORMERS = (ApiKind.HF_ENABLE, ApiKind.HF_TRAINING_ARGS)

@@ -11,7 +11,7 @@ from ckptlint.model.values import Grad, Tensor
 from ckptlint.rules import Diagnostic, Rule, callee_name
 
 if TYPE_CHECKING:
-    from ckptlint.model.builder import FileModel
+    from ckptlint.model.file_model import FileModel
 
 
 def no_grad_inputs(site: CheckpointSite) -> list[Tensor]:

@@ -12,7 +12,7 @@ from ckptlint.model.values import Tensor
 from ckptlint.rules import Diagnostic, Rule, callee_name
 
 if TYPE_CHECKING:
-    from ckptlint.model.builder import FileModel
+    from ckptlint.model.file_model import FileModel
     import libcst as cst
 
 CHECKPOINTED = (

@@ -1,0 +1,289 @@
+"""Values of expressions: names through the scopes and the project index, calls of torch, of
+project functions and modules, literals, and a call's arguments after partials and `**dicts`."""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional, Sequence
+
+import libcst as cst
+
+from ckptlint.model.dataflow import tensor_attribute
+from ckptlint.model.model_states import DEEP_COPIES
+from ckptlint.model.scope import CallArguments
+from ckptlint.model.shapes import is_self, is_super, none_test
+from ckptlint.model.sites import FlagStatus
+from ckptlint.model.torch_knowledge import (
+    DATA_LOADERS,
+    GRAD_NEUTRAL_METHODS,
+    GRAD_NEUTRAL_PREFIXES,
+    MODULE_SELF_METHODS,
+    SPLITTING_FUNCTIONS,
+    SPLITTING_METHODS,
+    TENSOR_FACTORIES,
+)
+from ckptlint.model.values import (
+    SYMBOLIC,
+    UNKNOWN,
+    AttributeOf,
+    CallOf,
+    Const,
+    DataSource,
+    DictLit,
+    Grad,
+    Instance,
+    Items,
+    Lambda,
+    ModuleObject,
+    Partial,
+    Pieces,
+    Ref,
+    Spelling,
+    Tensor,
+    Value,
+    code,
+    defaulted,
+    element_of,
+    join_grad,
+    merge,
+)
+
+BUILTINS = frozenset({"dict", "list", "tuple", "print", "len", "range", "enumerate", "zip", "super", "isinstance"})
+
+
+
+class Evaluation:
+    """Mixed into ModelBuilder: reads its scopes, summary, index and dataflow."""
+
+    def ref(self, qualname: str) -> Value:
+        canonical = self.index.canonical(qualname)
+        alias = self.index.alias(canonical)
+        if alias is not None and alias.is_partial:
+            keywords = {k: Const(v) for k, v in alias.keywords.items()}
+            return Partial(self.ref(alias.target), (), keywords, {}, cst.Name(canonical.rsplit(".", 1)[-1]))
+        return Ref(canonical)
+
+    def lookup(self, name: str) -> Value:
+        innermost = True
+        for scope in reversed(self.scopes):
+            # Class bodies are not visible from the methods defined in them.
+            if scope.kind == "class" and not innermost:
+                continue
+            if name in scope.bindings:
+                return scope.bindings[name]
+            innermost = False
+        summary = self.summary
+        if name in summary.imports:
+            return self.ref(summary.imports[name])
+        if name in summary.classes or name in summary.functions or name in summary.aliases:
+            return self.ref(f"{summary.name}.{name}")
+        if name in BUILTINS:
+            return Ref(f"builtins.{name}")
+        return UNKNOWN
+
+    def self_attribute(self, attr: str) -> Value:
+        owner = self.scope.class_qualname
+        if owner is None or "self" not in self.scope.bindings:
+            return UNKNOWN
+        return self.flow.attribute(owner, attr, f"self.{attr}")
+
+    def evaluate(self, node: cst.BaseExpression) -> Value:
+        if isinstance(node, cst.Name):
+            if node.value in ("True", "False", "None"):
+                return Const({"True": True, "False": False, "None": None}[node.value])
+            return self.lookup(node.value)
+        if isinstance(node, (cst.Integer, cst.Float)):
+            return Const(ast.literal_eval(node.value))
+        if isinstance(node, cst.SimpleString):
+            return Const(node.evaluated_value)
+        if isinstance(node, cst.Attribute):
+            if isinstance(node.value, cst.Name) and node.value.value == "self":
+                return self.self_attribute(node.attr.value)
+            if is_super(node.value) and self.scope.class_qualname and "self" in self.scope.bindings:
+                # `super().__call__` runs this module's own forward; `super().forward` the parent's.
+                if node.attr.value == "__call__":
+                    return self.scope.bindings["self"]
+                parents = list(self.index.ancestors(self.scope.class_qualname))[1:]
+                return next((self.flow.method(p, node.attr.value) for p in parents if self.flow.method(p, node.attr.value) != UNKNOWN), UNKNOWN)
+            base = self.evaluate(node.value)
+            if isinstance(base, ModuleObject):
+                return self.flow.member(base, node.attr.value)
+            if isinstance(base, Tensor):
+                return tensor_attribute(base, node.attr.value)
+            if isinstance(base, SYMBOLIC):
+                return AttributeOf(base, node.attr.value)
+            return self.ref(f"{base.qualname}.{node.attr.value}") if isinstance(base, Ref) else UNKNOWN
+        if isinstance(node, cst.Subscript):
+            return element_of(self.evaluate(node.value))
+        if isinstance(node, cst.BinaryOperation):
+            return join_grad([self.evaluate(node.left), self.evaluate(node.right)], Spelling("`{}`", node))
+        if isinstance(node, cst.UnaryOperation):
+            return self.evaluate(node.expression)
+        if isinstance(node, cst.Dict):
+            return self.dict_literal(node)
+        if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+            if any(isinstance(e, cst.StarredElement) for e in node.elements):
+                return UNKNOWN
+            return Items(tuple(self.evaluate(e.value) for e in node.elements))
+        if isinstance(node, cst.Call):
+            return self.evaluate_call(node)
+        if isinstance(node, cst.Lambda):
+            return Lambda(node)
+        if isinstance(node, cst.IfExp):
+            tested = none_test(node.test)
+            if tested is not None:
+                # `{} if kw is None else kw`, `kw if kw is not None else {}`
+                name, is_none = tested
+                default, kept = (node.body, node.orelse) if is_none else (node.orelse, node.body)
+                if isinstance(kept, cst.Name) and kept.value == name:
+                    return defaulted(self.evaluate(kept), self.evaluate(default), falsy=False)
+            return merge(self.evaluate(node.body), self.evaluate(node.orelse))
+        if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.Or):
+            return defaulted(self.evaluate(node.left), self.evaluate(node.right), falsy=True)
+        return UNKNOWN
+
+    def evaluate_call(self, node: cst.Call) -> Value:
+        if id(node) in self.call_values:
+            return self.call_values[id(node)]
+        if isinstance(node.func, cst.Attribute) and not is_self(node.func.value):
+            receiver = self.evaluate(node.func.value)
+            method = node.func.attr.value
+            if isinstance(receiver, (Tensor, *SYMBOLIC)):
+                result = self.tensor_method(receiver, method, node)
+                if result is not None:
+                    return result
+            elif isinstance(receiver, ModuleObject) and method in MODULE_SELF_METHODS:
+                return receiver  # `Net().to(device)`, `model.train()`
+        func = self.evaluate(node.func)
+        if isinstance(func, SYMBOLIC):
+            return CallOf(func, tuple(self.evaluate(a.value) for a in node.args if not a.keyword and not a.star), Spelling("`{}`", node))
+        if isinstance(func, ModuleObject):
+            returned = self.returned_items(func)
+            if returned is not None:
+                return returned
+            return self.module_output(func, [self.evaluate(a.value) for a in node.args if not a.keyword and not a.star])
+        if not isinstance(func, Ref):
+            return UNKNOWN
+        if func.qualname in DEEP_COPIES and node.args and not node.args[0].star:
+            copied = self.evaluate(node.args[0].value)
+            if isinstance(copied, (ModuleObject, *SYMBOLIC)):
+                return copied  # a module's copy runs the same forward
+        if func.qualname in DATA_LOADERS:
+            return DataSource(code(node.args[0].value) if node.args else "loader")
+        if func.qualname in TENSOR_FACTORIES:
+            requires = any(a.keyword and a.keyword.value == "requires_grad" and self.evaluate(a.value) == Const(True) for a in node.args)
+            if requires:
+                return Tensor(Grad.REQUIRED, Spelling("`{}` requires grad", node))
+            return Tensor(Grad.NONE, Spelling("`{}(...)` creates a tensor that does not require grad", node.func))
+        if func.qualname == "functools.partial" and node.args and not node.args[0].keyword and not node.args[0].star:
+            arguments = self.arguments(node.args[1:])
+            keywords = {k: v for k, (v, _, _) in arguments.keywords.items()}
+            nodes = {k: n for k, (_, n, _) in arguments.keywords.items()}
+            values = tuple(self.evaluate(a.value) for a in arguments.positional if not a.star)
+            return Partial(self.evaluate(node.args[0].value), arguments.positional, keywords, nodes, node, values, arguments.spread)
+        if func.qualname == "builtins.dict" and all(arg.keyword or arg.star == "**" for arg in node.args):
+            return self.dict_from_arguments(node, node.args)
+        if self.index.class_(func.qualname) is not None:
+            return ModuleObject((func.qualname,), code(node.func))
+        if func.qualname in SPLITTING_FUNCTIONS and node.args and not node.args[0].star:
+            whole = self.evaluate(node.args[0].value)
+            if isinstance(whole, SYMBOLIC):
+                return join_grad([whole], Spelling("`{}`", node))
+            return Pieces(Tensor(whole.grad, whole.origin, whole.frozen)) if isinstance(whole, Tensor) else UNKNOWN
+        if func.qualname.startswith(GRAD_NEUTRAL_PREFIXES) and func.qualname.count(".") <= 3:
+            return join_grad([self.evaluate(a.value) for a in node.args if not a.star], Spelling("`{}`", node))
+        module, name = self.index.split(func.qualname)
+        if module is not None and name in module.functions:
+            inputs = [self.evaluate(a.value) for a in node.args if not a.star]
+            if any(isinstance(v, Tensor) for v in inputs):
+                # A tensor, but maybe a mask built from an input's shape: whether it needs grad is open.
+                return Tensor(Grad.UNKNOWN, Spelling("`{}`", node), maybe_tuple=True)
+        return Instance(func.qualname, node)
+
+    def tensor_method(self, receiver: Value, method: str, node: cst.Call) -> Optional[Value]:
+        """`receiver.method(...)` for a tensor, or a value that depends on parameters (then maybe a
+        module: conversions like `.to(device)` return it unchanged). None: not a known method."""
+        if method == "detach":
+            return Tensor(Grad.NONE, Spelling("`{}` is detached", node))
+        if method == "requires_grad_":
+            flag = self.evaluate(node.args[0].value) if node.args else Const(True)
+            if isinstance(flag, Const):
+                return Tensor(Grad.REQUIRED if flag.value else Grad.NONE, Spelling("`{}`", node))
+            return UNKNOWN
+        if isinstance(receiver, SYMBOLIC) and method in MODULE_SELF_METHODS:
+            return join_grad([receiver], Spelling("`{}`", node))
+        if method in GRAD_NEUTRAL_METHODS:
+            origin = receiver.origin if isinstance(receiver, Tensor) else Spelling("`{}`", node)
+            return join_grad([receiver, *(self.evaluate(a.value) for a in node.args if not a.star)], origin)
+        if method in SPLITTING_METHODS:
+            if isinstance(receiver, Tensor):
+                return Pieces(Tensor(receiver.grad, receiver.origin, receiver.frozen))
+            return join_grad([receiver], Spelling("`{}`", node))
+        return UNKNOWN if isinstance(receiver, Tensor) else None
+
+    def returned_items(self, module: ModuleObject) -> Optional[Items]:
+        """What a module defined earlier in this file returns as a tuple, element by element."""
+        if len(module.classes) != 1:
+            return None
+        owner = self.index.forward_owner(module.classes[0])
+        facts = self.functions.get(f"{owner.qualname}.forward") if owner else None
+        return facts.returns if facts is not None and isinstance(facts.returns, Items) else None
+
+    def module_output(self, module: ModuleObject, inputs: list[Value]) -> Value:
+        return self.flow.module_output(module, inputs, self.flow.frozen(self.scope.class_qualname, module))
+
+    def dict_literal(self, node: cst.Dict) -> DictLit:
+        return self.build_dict(node, [(e.key if isinstance(e, cst.DictElement) else None, e.value, e) for e in node.elements])
+
+    def dict_from_arguments(self, node: cst.CSTNode, args: Sequence[cst.Arg]) -> DictLit:
+        return self.build_dict(node, [(Const(a.keyword.value) if a.keyword else None, a.value, a) for a in args])
+
+    def build_dict(self, node: cst.CSTNode, items: list) -> DictLit:
+        """A dict from (key, value, spelling) items; a None key spreads another dict (`**other`)."""
+        entries: dict[str, Value] = {}
+        nodes: dict[str, cst.CSTNode] = {}
+        complete = True
+        for key_node, value_node, spelling in items:
+            if key_node is None:
+                inner = self.evaluate(value_node)
+                if isinstance(inner, DictLit):
+                    entries.update(inner.entries)
+                    nodes.update(inner.entry_nodes)
+                    complete = complete and inner.complete
+                else:
+                    complete = False
+                continue
+            key = key_node if isinstance(key_node, Const) else self.evaluate(key_node)
+            if isinstance(key, Const) and isinstance(key.value, str):
+                entries[key.value] = self.evaluate(value_node)
+                nodes[key.value] = spelling
+            else:
+                complete = False
+        return DictLit(entries, complete, node, nodes)
+
+    def arguments(self, args: Sequence[cst.Arg], bound: Optional[Partial] = None) -> CallArguments:
+        positional = list(bound.args) if bound else []
+        keywords: dict[str, tuple[Value, cst.CSTNode, FlagStatus]] = {}
+        if bound:
+            for name, value in bound.keywords.items():
+                keywords[name] = (value, bound.keyword_nodes.get(name, bound.node), FlagStatus.BOUND)
+        has_star_args = unresolved = False
+        spread_value: Optional[Value] = None
+        for arg in args:
+            if arg.star == "*":
+                has_star_args = True
+                positional.append(arg)
+            elif arg.star == "**":
+                spread = self.evaluate(arg.value)
+                if isinstance(spread, DictLit):
+                    for name, value in spread.entries.items():
+                        keywords[name] = (value, spread.entry_nodes.get(name, arg), FlagStatus.IN_KWARGS)
+                    unresolved = unresolved or not spread.complete
+                else:
+                    unresolved = True
+                    spread_value = spread_value or spread
+            elif arg.keyword is not None:
+                keywords[arg.keyword.value] = (self.evaluate(arg.value), arg, FlagStatus.EXPLICIT)
+            else:
+                positional.append(arg)
+        return CallArguments(tuple(positional), keywords, has_star_args, unresolved, spread_value)

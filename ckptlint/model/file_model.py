@@ -1,0 +1,64 @@
+"""Everything the builder learned about one file, as the rules read it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Optional
+
+import libcst as cst
+
+from ckptlint.config import Settings
+from ckptlint.index import ProjectIndex
+from ckptlint.model.sites import CacheUse, CallRecord, CheckpointSite, FunctionFacts, GradFreeCall, WrapperCall
+from ckptlint.model.values import Value
+from ckptlint.versions import LibraryVersions
+
+if TYPE_CHECKING:
+    from ckptlint.model.grad_free import GradFreeCheckpoint
+    from ckptlint.model.regions import Region
+
+
+
+
+@dataclass
+class FileModel:
+    path: str
+    module: str
+    tree: cst.Module
+    sites: list[CheckpointSite]
+    versions: LibraryVersions
+    index: ProjectIndex
+    settings: Settings
+    # Per function (by qualified name) and per lambda (by node): what its body does.
+    functions: dict[str, FunctionFacts]
+    lambdas: dict[int, FunctionFacts]
+    # Attributes assigned outside `__init__` (stashed at run time): class -> attr -> the store.
+    runtime_attrs: dict[str, dict[str, tuple[cst.CSTNode, Value]]]
+    # Module classes whose `forward` inputs are data (never built as a submodule in the project).
+    top_level_classes: frozenset[str] = frozenset()
+    cache_uses: list[CacheUse] = field(default_factory=list)
+    # Calls of project functions and modules made here, by the qualified name of the function run.
+    calls: dict[str, list[CallRecord]] = field(default_factory=dict)
+    # Calls of checkpoint wrappers made here; each becomes a site once the model is complete.
+    wrapper_calls: list[WrapperCall] = field(default_factory=list)
+    # Models called where autograd records nothing, as each enclosing function sees them.
+    grad_free_calls: list[GradFreeCall] = field(default_factory=list)
+    # Those of them that run a checkpoint (set by the engine once callers are known).
+    grad_free_checkpoints: list["GradFreeCheckpoint"] = field(default_factory=list)
+    # Other files' models by module name, for callees defined elsewhere (set by the engine).
+    models: Callable[[str, str], Optional["FileModel"]] = lambda module, qualname: None
+    _regions: dict[int, "Region"] = field(default_factory=dict)
+
+    def model_for(self, module: str, qualname: str) -> Optional["FileModel"]:
+        """The model that holds the function `qualname` of `module` (a cut model may lack it)."""
+        if module == self.module and qualname in self.functions:
+            return self
+        return self.models(module, qualname) or (self if module == self.module else None)
+
+    def region(self, site: CheckpointSite) -> "Region":
+        """Everything the checkpointed callable runs, across files (memoized per site)."""
+        from ckptlint.model.regions import region_of
+
+        if id(site) not in self._regions:
+            self._regions[id(site)] = region_of(self, site.function, len(site.input_values))
+        return self._regions[id(site)]

@@ -1,0 +1,70 @@
+"""The builder's view of one scope while it walks: bindings, grad context, guards, and the
+training-script facts it collects; and a call's arguments once partials and `**dicts` are merged."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+import libcst as cst
+
+from ckptlint.model.sites import FlagStatus, FunctionFacts, GradContext
+from ckptlint.model.values import Value
+
+# Marks on a scope's grad stack besides GradContext (grad disabled).
+GRAD_ENABLED = "enabled"
+
+
+GRAD_UNCHANGED = "unchanged"
+
+
+GradMark = Union[GradContext, str]
+
+
+@dataclass
+class Scope:
+    kind: str  # module | class | function | lambda
+    qualname: str
+    class_qualname: Optional[str] = None  # the class a method belongs to
+    bindings: dict[str, Value] = field(default_factory=dict)
+    grad: list[GradMark] = field(default_factory=list)
+    branch_depth: int = 0
+    conditional: int = 0  # inside an `if`: what happens here may not happen
+    facts: Optional[FunctionFacts] = None
+    params: frozenset[str] = frozenset()
+    global_names: set[str] = field(default_factory=set)
+    method: str = ""
+    # Past an `if self.training: return ...`, or inside `if not self.training:`: never runs in training.
+    eval_only: int = 0
+    # Inside `if torch.is_grad_enabled():`: what runs here never runs without grad.
+    grad_guards: int = 0
+    # The module flags (`self.<attr>`) the enclosing `if`s require; None when some condition is
+    # not a conjunction of such flags, the mode and grad checks.
+    gates: list[Optional[tuple[str, ...]]] = field(default_factory=list)
+    # Training scripts: models with checkpointing on, the mode `.train()` / `.eval()` last set
+    # (True: training), cache spellings seen.
+    checkpointed_models: dict[str, cst.CSTNode] = field(default_factory=dict)
+    model_modes: dict[str, bool] = field(default_factory=dict)
+    trained_models: set[str] = field(default_factory=set)  # a Trainer's `train()` has returned
+    cache_spellings: list[tuple[str, cst.CSTNode, str]] = field(default_factory=list)
+    # Per enclosing `for` loop, innermost last: the names its body has assigned so far.
+    loop_assigned: list[set[str]] = field(default_factory=list)
+
+    def grad_disabled(self) -> Optional[GradContext]:
+        for mark in reversed(self.grad):
+            if isinstance(mark, GradContext):
+                return mark
+            if mark == GRAD_ENABLED:
+                return None
+        return None
+
+
+@dataclass(frozen=True)
+class CallArguments:
+    """A call's arguments after merging functools.partial bindings and resolved `**dicts`."""
+
+    positional: tuple[cst.Arg, ...]
+    keywords: dict[str, tuple[Value, cst.CSTNode, FlagStatus]]
+    has_star_args: bool
+    unresolved_kwargs: bool
+    spread: Optional[Value] = None  # the `**kwargs` it could not resolve

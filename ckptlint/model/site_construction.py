@@ -1,0 +1,330 @@
+"""Checkpoint sites from the calls that make them: torch's checkpoint functions and wrappers,
+project and hand-written checkpoints, transformers' checkpoint function, layers, enable calls and
+TrainingArguments; the mode and RNG setting each one runs with."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Optional
+
+import libcst as cst
+
+from ckptlint.model.apis import (
+    CHECKPOINT_IMPL_REENTRANT,
+    CHECKPOINT_WRAPPER,
+    CONTROL_KEYWORDS,
+    HF_ENABLE_METHODS,
+    HF_TRAINING_FLAGS,
+    KNOWN_APIS,
+    WRAP_POLICY_CLASSES,
+    CheckpointApi,
+)
+from ckptlint.model.modes import hf_kwargs_mode
+from ckptlint.model.scope import CallArguments
+from ckptlint.model.shapes import free_names
+from ckptlint.model.sites import ApiKind, CheckpointSite, FlagStatus, Mode
+from ckptlint.model.values import (
+    UNKNOWN,
+    Const,
+    Instance,
+    Items,
+    Lambda,
+    LocalFunction,
+    ModuleObject,
+    Partial,
+    Ref,
+    Unknown,
+    Value,
+    code,
+)
+from ckptlint.versions import torch_default_reentrant, transformers_default_reentrant
+
+
+class SiteConstruction:
+    """Mixed into ModelBuilder: evaluates with its scopes and index."""
+
+    def match_api(self, callee: Value) -> tuple[Optional[CheckpointApi], Optional[Partial]]:
+        if isinstance(callee, Ref):
+            if callee.qualname in KNOWN_APIS:
+                return KNOWN_APIS[callee.qualname], None
+            function_class = self.index.class_(callee.qualname[: -len(".apply")]) if callee.qualname.endswith(".apply") else None
+            if function_class is not None and function_class.recompute is not None:
+                function_index, inputs_from, restores = function_class.recompute
+                name = function_class.qualname.rsplit(".", 1)[-1]
+                source = f"`{name}` is a hand-written checkpoint (an autograd.Function that re-runs the function in backward), reentrant by construction"
+                return CheckpointApi(callee.qualname, ApiKind.CHECKPOINT, default_reentrant=True, default_source=source, function_index=function_index, inputs_from=inputs_from, restores_rng=restores), None
+            spec = self.wrappers.get(callee.qualname)
+            if spec is not None:
+                return (
+                    CheckpointApi(callee.qualname, ApiKind.PROJECT_WRAPPER, default_reentrant=spec.reentrant, default_source="checkpoint-functions setting"),
+                    None,
+                )
+        if isinstance(callee, Partial):
+            api, inner = self.match_api(callee.func)
+            if api is not None:
+                if inner is not None:
+                    callee = Partial(inner.func, inner.args + callee.args, {**inner.keywords, **callee.keywords}, {**inner.keyword_nodes, **callee.keyword_nodes}, callee.node)
+                return api, callee
+        return None, None
+
+    def checkpoint_site(self, node: cst.Call, api: CheckpointApi, bound: Optional[Partial]) -> CheckpointSite:
+        arguments = self.arguments(node.args, bound)
+        positional = arguments.positional
+        function: Optional[Value] = None
+        inputs: tuple[cst.Arg, ...] = ()
+        if api.kind is ApiKind.MODULE_WRAPPER:
+            function = self.evaluate(positional[0].value) if positional else None
+        elif api.kind is ApiKind.APPLY_WRAPPER:
+            function = self.wrapped_modules(arguments, positional[0] if positional else None)
+        else:
+            function_arg = positional[api.function_index] if len(positional) > api.function_index else None
+            if function_arg is not None and not function_arg.star:
+                function = self.evaluate(function_arg.value)
+                inputs = positional[api.inputs_from :]
+            elif "function" in arguments.keywords or "functions" in arguments.keywords:
+                function = (arguments.keywords.get("function") or arguments.keywords["functions"])[0]
+                inputs = positional
+            else:
+                function = UNKNOWN
+                inputs = positional
+        reaching = reaching_keywords(arguments)
+        wrapper = self.wrapper_fn(arguments) if api.kind is ApiKind.APPLY_WRAPPER else None
+        preserve, preserve_node = self.preserve_rng_state(wrapper[1] if wrapper else arguments)
+        spec = self.wrappers.get(api.qualname) if api.kind is ApiKind.PROJECT_WRAPPER else None
+        if spec is not None and spec.preserve_rng_state is not None and preserve_node is None:
+            preserve, preserve_node = spec.preserve_rng_state, node  # the checkpoint-functions setting
+        unreplayed = None
+        if not api.restores_rng:
+            preserve, preserve_node = False, node
+            unreplayed = f"`{api.qualname.rsplit('.', 2)[-2]}` re-runs the function in backward without restoring torch's RNG state"
+        return CheckpointSite(
+            kind=api.kind,
+            api_name=api.qualname,
+            call=node,
+            mode=self.mode(api, arguments),
+            function=function,
+            inputs=inputs,
+            keywords=reaching,
+            preserve_rng_state=preserve,
+            preserve_rng_node=preserve_node,
+            rng_not_replayed=unreplayed,
+            input_values=tuple(self.evaluate(a.value) for a in inputs if not a.star),
+            keyword_values=tuple(self.evaluate(a.value) for a in reaching),
+            has_star_args=any(a.star for a in inputs),
+            captured=self.captured(function),
+            callee_has_parameters=self.flow.has_parameters(function.classes) if isinstance(function, ModuleObject) else None,
+            mode_value=arguments.keywords["use_reentrant"][0] if "use_reentrant" in arguments.keywords else None,
+            preserve_rng_value=arguments.keywords["preserve_rng_state"][0] if "preserve_rng_state" in arguments.keywords else None,
+            star_values=tuple(self.evaluate(a.value) for a in inputs if a.star == "*"),
+            spread_value=arguments.spread,
+        )
+
+    def captured(self, function: Optional[Value]) -> dict[str, Value]:
+        """Values a lambda or closure reads from the enclosing scope, as they are at the call."""
+        if isinstance(function, Lambda):
+            body, params = function.node.body, {p.name.value for p in function.node.params.params}
+        elif isinstance(function, LocalFunction) and function.node is not None:
+            body, params = function.node.body, {p.name.value for p in function.node.params.params}
+        else:
+            return {}
+        names = free_names(body) - params
+        return {name: value for name in sorted(names) if not isinstance(value := self.lookup(name), Unknown)}
+
+    def preserve_rng_state(self, arguments: CallArguments) -> tuple[Optional[bool], Optional[cst.CSTNode]]:
+        if "preserve_rng_state" not in arguments.keywords:
+            return (None if arguments.unresolved_kwargs else True), None
+        value, node, _ = arguments.keywords["preserve_rng_state"]
+        return (value.value if isinstance(value, Const) and isinstance(value.value, bool) else None), node
+
+    def wrapper_fn(self, arguments: CallArguments) -> Optional[tuple[CheckpointApi, CallArguments]]:
+        """apply_activation_checkpointing's `checkpoint_wrapper_fn` (checkpoint_wrapper by default)
+        and the arguments it binds; None when it is not a known wrapper."""
+        if "checkpoint_wrapper_fn" not in arguments.keywords:
+            return KNOWN_APIS[CHECKPOINT_WRAPPER], self.arguments(())
+        inner_api, bound = self.match_api(arguments.keywords["checkpoint_wrapper_fn"][0])
+        return (inner_api, self.arguments((), bound)) if inner_api is not None else None
+
+    def wrapped_modules(self, arguments: CallArguments, model: Optional[cst.Arg]) -> Optional[Value]:
+        """The submodules apply_activation_checkpointing wraps: the classes its `auto_wrap_policy`
+        names, or those `check_fn` tests with isinstance; every submodule with neither."""
+        if "auto_wrap_policy" in arguments.keywords:
+            classes = self.policy_classes(arguments.keywords["auto_wrap_policy"][0])
+            how = "auto_wrap_policy"
+        elif "check_fn" in arguments.keywords:
+            check = arguments.keywords["check_fn"][0]
+            classes = self.isinstance_classes(check.node.body, check.node.params.params[0].name.value) if isinstance(check, Lambda) and len(check.node.params.params) == 1 else None
+            how = "check_fn"
+        else:
+            return self.evaluate(model.value) if model is not None else None
+        if classes is None:
+            return UNKNOWN
+        return ModuleObject(classes, f"{', '.join(c.rsplit('.', 1)[-1] for c in classes)} (selected by {how})")
+
+    def policy_classes(self, policy: Value) -> Optional[tuple[str, ...]]:
+        """`ModuleWrapPolicy({Block})`, `partial(transformer_auto_wrap_policy, transformer_layer_cls={Block})`."""
+        if isinstance(policy, Instance) and policy.ctor in WRAP_POLICY_CLASSES:
+            where = WRAP_POLICY_CLASSES[policy.ctor]
+            args = [a for a in policy.node.args if not a.keyword and not a.star] if isinstance(where, int) else [a for a in policy.node.args if a.keyword and a.keyword.value == where]
+            return self.module_classes(self.evaluate(args[0].value)) if args else None
+        if isinstance(policy, Partial) and isinstance(policy.func, Ref) and isinstance(WRAP_POLICY_CLASSES.get(policy.func.qualname), str):
+            layers = policy.keywords.get(WRAP_POLICY_CLASSES[policy.func.qualname])
+            return self.module_classes(layers) if layers is not None else None
+        return None
+
+    def isinstance_classes(self, test: cst.BaseExpression, param: str) -> Optional[tuple[str, ...]]:
+        """`isinstance(m, Block)`, `isinstance(m, (A, B))`, or `or` of them: the classes it accepts."""
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+            left, right = self.isinstance_classes(test.left, param), self.isinstance_classes(test.right, param)
+            return None if left is None or right is None else tuple(dict.fromkeys(left + right))
+        if (
+            isinstance(test, cst.Call) and self.evaluate(test.func) == Ref("builtins.isinstance") and len(test.args) == 2
+            and isinstance(test.args[0].value, cst.Name) and test.args[0].value.value == param
+        ):  # fmt: skip
+            return self.module_classes(self.evaluate(test.args[1].value))
+        return None
+
+    def module_classes(self, value: Value) -> Optional[tuple[str, ...]]:
+        """Module classes named by a class, or a tuple, list or set of them."""
+        if isinstance(value, Items):
+            parts = [self.module_classes(v) for v in value.values]
+            return None if not parts or any(p is None for p in parts) else tuple(dict.fromkeys(c for p in parts for c in p))
+        if isinstance(value, Ref) and (self.index.class_(value.qualname) is not None or value.qualname.startswith("torch.nn.")):
+            return (value.qualname,)
+        return None
+
+    def mode(self, api: CheckpointApi, arguments: CallArguments) -> Mode:
+        if api.qualname == CHECKPOINT_WRAPPER and "checkpoint_fn" in arguments.keywords and arguments.keywords["checkpoint_fn"][0] != Const(None):
+            return self.checkpoint_fn_mode(arguments)
+        if api.kind is ApiKind.MODULE_WRAPPER and api.default_reentrant is False and "checkpoint_impl" in arguments.keywords:
+            value, node, status = arguments.keywords["checkpoint_impl"]
+            impl = CHECKPOINT_IMPL_REENTRANT.get(value.qualname) if isinstance(value, Ref) else None
+            return Mode(impl, status, f"checkpoint_impl={code(node.value) if isinstance(node, cst.Arg) else 'bound'}", node)
+        if api.kind is ApiKind.APPLY_WRAPPER:
+            wrapper = self.wrapper_fn(arguments)
+            if wrapper is None:
+                _, node, status = arguments.keywords["checkpoint_wrapper_fn"]
+                return Mode(None, status, "checkpoint_wrapper_fn is not a known wrapper", node)
+            return self.mode(*wrapper)
+        if "use_reentrant" in arguments.keywords:
+            value, node, status = arguments.keywords["use_reentrant"]
+            known = value.value if isinstance(value, Const) and isinstance(value.value, bool) else None
+            spelled = f"use_reentrant={known}" if known is not None else "use_reentrant set to a value the analysis cannot resolve"
+            return Mode(known, status, f"{spelled} ({status.value})", node)
+        if arguments.unresolved_kwargs and api.takes_flag:
+            return Mode(None, FlagStatus.MAYBE, "use_reentrant may arrive through **kwargs the analysis cannot resolve")
+        if not api.takes_flag:
+            return Mode(api.default_reentrant, FlagStatus.FIXED, api.default_source)
+        torch = self.versions.torch
+        reentrant = torch_default_reentrant(torch)
+        return Mode(
+            reentrant,
+            FlagStatus.ABSENT,
+            f"torch {torch.text} then {'falls back to reentrant mode and only warns' if reentrant else 'uses non-reentrant mode'} (torch version from {torch.source})",
+            assumed=torch,
+        )
+
+    def checkpoint_fn_mode(self, arguments: CallArguments) -> Mode:
+        """checkpoint_wrapper(..., checkpoint_fn=f, **kw) runs `partial(f, **kw)`: checkpoint_impl is
+        ignored and the mode is whatever `f` does with `kw` (torch 2.13's checkpoint_wrapper.py)."""
+        value, node, status = arguments.keywords["checkpoint_fn"]
+        inner_api, bound = self.match_api(value)
+        if inner_api is None or inner_api.kind is not ApiKind.CHECKPOINT:
+            return Mode(None, status, "checkpoint_fn is not a known checkpoint function", node)
+        forwarded = {name: entry for name, entry in arguments.keywords.items() if name not in ("checkpoint_impl", "checkpoint_fn")}
+        inner = self.arguments((), bound)
+        mode = self.mode(inner_api, replace(inner, keywords={**inner.keywords, **forwarded}, unresolved_kwargs=inner.unresolved_kwargs or arguments.unresolved_kwargs))
+        spelled = code(node.value) if isinstance(node, cst.Arg) else "a bound checkpoint_fn"
+        return replace(mode, reason=f"checkpoint_fn={spelled} gets checkpoint_wrapper's keywords unchanged (checkpoint_impl is ignored): {mode.reason}", node=mode.node or node)
+
+    def hf_configured_mode(self) -> Mode:
+        """Sites inside transformers layers follow whatever `gradient_checkpointing_enable` set."""
+        explicit = self.index.reentrant_hf_enable(self.summary.path)
+        if explicit is not None:
+            path, line = explicit
+            return Mode(True, FlagStatus.FIXED, f"the project enables reentrant checkpointing at {path}:{line}")
+        version = self.versions.transformers
+        reentrant = transformers_default_reentrant(version)
+        return Mode(
+            reentrant,
+            FlagStatus.FIXED,
+            f"set by gradient_checkpointing_enable(); with kwargs None transformers {version.text} uses use_reentrant={reentrant} (assumed from {version.source})",
+            assumed=version,
+        )
+
+    def hf_function_site(self, node: cst.Call) -> CheckpointSite:
+        arguments = self.arguments(node.args)
+        owner = self.scope.class_qualname
+        if owner and any(name.startswith("diffusers.") for name in self.index.ancestors(owner)) or self.summary.name.startswith("diffusers."):
+            mode = Mode(False, FlagStatus.FIXED, "diffusers' enable_gradient_checkpointing() uses use_reentrant=False")
+        else:
+            mode = self.hf_configured_mode()
+        positional = arguments.positional
+        function = self.evaluate(positional[0].value) if positional and not positional[0].star else UNKNOWN
+        inputs = positional[1:]
+        # transformers sets `_gradient_checkpointing_func = partial(checkpoint, **kwargs)`: keywords reach torch.
+        reaching = reaching_keywords(arguments)
+        return CheckpointSite(
+            ApiKind.HF_FUNC, "self._gradient_checkpointing_func", node, mode, function, inputs, reaching,
+            input_values=tuple(self.evaluate(a.value) for a in inputs if not a.star), captured=self.captured(function),
+            keyword_values=tuple(self.evaluate(a.value) for a in reaching),
+            has_star_args=any(a.star for a in inputs), star_values=tuple(self.evaluate(a.value) for a in inputs if a.star == "*"),
+        )
+
+    def hf_layer_site(self, node: cst.Call, layer: ModuleObject) -> CheckpointSite:
+        arguments = self.arguments(node.args)
+        keywords = tuple(n for (_, n, status) in arguments.keywords.values() if status is FlagStatus.EXPLICIT and isinstance(n, cst.Arg))
+        assigned = self.scope.loop_assigned[-1] if self.scope.loop_assigned else set()
+        fresh = frozenset(a.keyword.value for a in keywords if a.keyword and isinstance(a.value, cst.Name) and a.value.value in assigned)
+        return CheckpointSite(
+            ApiKind.HF_LAYER_CALL, "GradientCheckpointingLayer.__call__", node, self.hf_configured_mode(), layer, arguments.positional, keywords,
+            input_values=tuple(self.evaluate(a.value) for a in arguments.positional if not a.star),
+            keyword_values=tuple(self.evaluate(a.value) for a in keywords), fresh_keywords=fresh,
+        )
+
+    def hf_enable_site(self, node: cst.Call, method: str) -> CheckpointSite:
+        keyword = HF_ENABLE_METHODS[method]
+        arguments = self.arguments(node.args)
+        if keyword in arguments.keywords:
+            value, kwargs_node, _ = arguments.keywords[keyword]
+        elif arguments.positional and not arguments.positional[0].star:
+            kwargs_node = arguments.positional[0]
+            value = self.evaluate(kwargs_node.value)
+        elif arguments.unresolved_kwargs:
+            value, kwargs_node = UNKNOWN, None
+        else:
+            value, kwargs_node = Const(None), None
+        mode = hf_kwargs_mode(value, kwargs_node, keyword, self.versions, empty_means_none=False)
+        receiver = self.evaluate(node.func.value) if isinstance(node.func, cst.Attribute) else None
+        if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name):
+            self.scope.checkpointed_models.setdefault(node.func.value.value, node)
+        return CheckpointSite(ApiKind.HF_ENABLE, method, node, mode, None, kwargs_value=value, kwargs_node=kwargs_node, receiver=receiver)
+
+    def training_arguments_site(self, node: cst.Call) -> Optional[CheckpointSite]:
+        arguments = self.arguments(node.args)
+        for flag, kwargs_keyword in HF_TRAINING_FLAGS.items():
+            if flag not in arguments.keywords:
+                continue
+            enabled, flag_node, _ = arguments.keywords[flag]
+            if enabled == Const(False) or enabled == Const(None):
+                continue
+            value, kwargs_node = (arguments.keywords[kwargs_keyword][:2] if kwargs_keyword in arguments.keywords else (Const(None), None))
+            # transformers >= 5.0's Trainer turns an empty dict into None (`gc_kwargs or None`).
+            empty_means_none = not transformers_default_reentrant(self.versions.transformers)
+            mode = hf_kwargs_mode(value, kwargs_node, kwargs_keyword, self.versions, empty_means_none)
+            site = CheckpointSite(ApiKind.HF_TRAINING_ARGS, "TrainingArguments", node, mode, None, kwargs_value=value, kwargs_node=kwargs_node, flag_node=flag_node)
+            if enabled != Const(True):
+                site.notes.append(f"`{flag}` is not a literal; assuming it may be True")
+            return site
+        return None
+
+
+# Keywords of the checkpoint APIs themselves: they never reach the checkpointed function.
+API_KEYWORDS = CONTROL_KEYWORDS | {"function", "functions", "segments", "input", "checkpoint_impl", "checkpoint_wrapper_fn", "check_fn", "auto_wrap_policy"}
+
+
+def reaching_keywords(arguments: CallArguments) -> tuple[cst.Arg, ...]:
+    """Keyword arguments spelled at the call that the checkpoint hands on to the function."""
+    return tuple(
+        n for name, (_, n, status) in arguments.keywords.items()
+        if name not in API_KEYWORDS and status is FlagStatus.EXPLICIT and isinstance(n, cst.Arg)
+    )  # fmt: skip

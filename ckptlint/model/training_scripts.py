@@ -1,0 +1,109 @@
+"""Training-script facts: which models have checkpointing on, their train/eval mode, caching
+spelled for them, Trainers that train them, and models called where autograd is off."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from ckptlint.model.apis import HF_TRAINERS
+from ckptlint.model.model_states import set_state, state_of
+from ckptlint.model.scope import Scope
+from ckptlint.model.sites import ApiKind, CacheUse, GradFreeCall
+from ckptlint.model.values import Const, Instance, ModuleObject, Param, Ref
+
+
+class TrainingScriptFacts:
+    """Mixed into ModelBuilder: records into its current scope."""
+
+    def finish_cache_uses(self, scope: Scope) -> None:
+        """Caching spelled for a model whose checkpointing this scope switches on (in any order)."""
+        for model, node, kind in scope.cache_spellings:
+            if model in scope.checkpointed_models:
+                self.cache_uses.append(CacheUse(node, kind, model, scope.checkpointed_models[model]))
+
+    def note_model_call(self, node: cst.Call) -> None:
+        """`model(..., use_cache=True)`, `model.train()`, `model.generate(...)`, `Trainer(model=m, args=a)`
+        in training code."""
+        scope = self.scope
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "train":
+            # `trainer.train()` returns when training is over: caching turned back on after it is for generation.
+            trainer = self.evaluate(func.value)
+            if isinstance(trainer, Instance) and id(trainer.node) in self.trainer_models:
+                scope.trained_models.add(self.trainer_models[id(trainer.node)])
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            name, method = func.value.value, func.attr.value
+            if method in ("train", "eval"):
+                set_state(self, name, state_of(self, node))
+            elif method == "forward":
+                self.note_cache_keywords(name, node)
+                self.note_grad_free_call(name, node)
+            elif method == "generate" and name in scope.checkpointed_models and scope.model_modes.get(name) is True:
+                # transformers checkpoints in training whether or not grad is on, and drops the cache.
+                self.cache_uses.append(CacheUse(node, "generate", name, scope.checkpointed_models[name]))
+        elif isinstance(func, cst.Name):
+            self.note_cache_keywords(func.value, node)
+            self.note_grad_free_call(func.value, node)
+            trainer = self.evaluate(func)
+            if isinstance(trainer, Ref) and trainer.qualname in HF_TRAINERS:
+                trained = self.note_trainer(node)
+                if trained is not None:
+                    self.trainer_models[id(node)] = trained
+
+    def spell_cache(self, model: str, node: cst.CSTNode, kind: str) -> None:
+        """Caching spelled for `model`, unless its training is over (after `trainer.train()` returned)."""
+        if model not in self.scope.trained_models:
+            self.scope.cache_spellings.append((model, node, kind))
+
+    def note_grad_free_call(self, name: str, node: cst.Call) -> None:
+        """A model called where autograd is off: whether its forward still checkpoints is decided
+        once the model is complete (`grad_free.grad_free_checkpoints`)."""
+        scope = self.scope
+        context = scope.grad_disabled()
+        if context is None or scope.grad_guards:
+            return
+        value = self.lookup(name)
+        state = state_of(self, cst.Name(name))
+        if not isinstance(value, (ModuleObject, Param)) and state.checkpointing is None:
+            return
+        function_scope = next((s for s in reversed(self.scopes) if s.kind in ("function", "lambda")), None)
+        # A parameter, or a deep copy of one: its mode comes from the callers.
+        param = value.name if isinstance(value, Param) and function_scope is not None and value.function == function_scope.qualname and state.training is None else None
+        self.grad_free_calls.append(GradFreeCall(node, name, value, context, state, function_scope.qualname if function_scope else None, param))
+
+    def note_cache_keywords(self, model: str, node: cst.Call) -> None:
+        scope = self.scope
+        training = scope.model_modes.get(model)
+        # transformers drops the cache whenever the model is in train mode, grad or not; code under
+        # no_grad with no `.train()` in sight is taken for evaluation.
+        if training is False or (training is None and scope.grad_disabled() is not None):
+            return
+        for arg in node.args:
+            name = arg.keyword.value if arg.keyword else None
+            value = self.evaluate(arg.value) if name else None
+            if name == "use_cache" and value == Const(True):
+                self.spell_cache(model, arg, "use_cache")
+            elif name in ("past_key_values", "past_key_value") and value != Const(None):
+                self.spell_cache(model, arg, "past_key_values")
+
+    def note_trainer(self, node: cst.Call) -> Optional[str]:
+        """`Trainer(model, args, ...)` (or by keyword) with checkpointing TrainingArguments: the
+        Trainer enables checkpointing on that model when it trains. Returns the model's name."""
+        positional = [a.value for a in node.args if a.keyword is None and not a.star]
+        arguments = {**dict(zip(("model", "args"), positional)), **{a.keyword.value: a.value for a in node.args if a.keyword}}
+        model, args = arguments.get("model"), arguments.get("args")
+        if not isinstance(model, cst.Name) or args is None:
+            return None
+        training = self.evaluate(args)
+        if isinstance(training, Instance) and training.ctor in self.functions:
+            training = self.functions[training.ctor].returns  # `Trainer(model, make_arguments())`
+        site = next((s for s in self.sites if s.kind is ApiKind.HF_TRAINING_ARGS and isinstance(training, Instance) and s.call is training.node), None)
+        if site is None:
+            return None
+        self.scope.checkpointed_models.setdefault(model.value, site.call)
+        if site.receiver is None:
+            function_scope = next((s for s in reversed(self.scopes) if s.kind == "function"), None)
+            site.receiver, site.trainer_function = self.evaluate(model), function_scope.qualname if function_scope else None
+        return model.value
