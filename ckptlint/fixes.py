@@ -111,6 +111,8 @@ def replay_rng(model: FileModel, site: CheckpointSite) -> tuple[FixPlan, ...]:
     node = site.preserve_rng_node
     if not isinstance(node, (cst.Arg, cst.DictElement)):
         return ()  # the flag came through `**kwargs`: nothing to delete here
+    if isinstance(node, cst.Arg) and node.keyword is not None and node.keyword.value != "preserve_rng_state":
+        return ()  # transformers kwargs built elsewhere (`gradient_checkpointing_kwargs=shared`): other models may share them
     container = site.call if node in site.call.args else _parent_of(model.tree, node)
     if not isinstance(container, (cst.Call, cst.Dict)):
         return ()

@@ -33,6 +33,7 @@ from ckptlint.model.apis import (
 from ckptlint.model.dataflow import Dataflow, entry_value, loader_batch
 from ckptlint.model.evaluation import Evaluation
 from ckptlint.model.file_model import FileModel
+from ckptlint.model.hf_configs import with_setting
 from ckptlint.model.model_states import forget_modes, set_state, state_of
 from ckptlint.model.scope import GRAD_ENABLED, GRAD_UNCHANGED, GradMark, Scope
 from ckptlint.model.shapes import dotted, ends_with_return, free_names, is_self, module_gates, none_test, training_test
@@ -416,6 +417,11 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
             grad = Grad.REQUIRED if value.value else Grad.NONE
             scope.bindings[owner.value] = Tensor(grad, f"`{owner.value}.requires_grad` set to {value.value}")
             return
+        if isinstance(owner, cst.Name):
+            configured = with_setting(scope.bindings.get(owner.value), attr, value, conditional=bool(scope.branch_depth))
+            if configured is not None:
+                scope.bindings[owner.value] = configured
+                return
         if isinstance(value, (Const, ModuleObject)):
             return  # configuration and submodules, not tensors computed at run time
         if isinstance(owner, cst.Name) and owner.value == "self":

@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from ckptlint.model.dataflow import tensor_attribute
+from ckptlint.model.hf_configs import built_config
 from ckptlint.model.model_states import DEEP_COPIES
 from ckptlint.model.scope import CallArguments
 from ckptlint.model.shapes import is_self, is_super, none_test
@@ -198,7 +199,11 @@ class Evaluation:
             if any(isinstance(v, Tensor) for v in inputs):
                 # A tensor, but maybe a mask built from an input's shape: whether it needs grad is open.
                 return Tensor(Grad.UNKNOWN, Spelling("`{}`", node), maybe_tuple=True)
-        return Instance(func.qualname, node)
+            facts = self.functions.get(func.qualname)
+            returned = facts.returns if facts is not None else None
+            if isinstance(returned, Instance) and returned.config is not None:
+                return returned  # `config = tiny_config()`: a transformers config built by a helper
+        return Instance(func.qualname, node, built_config(self.evaluate, func.qualname, node))
 
     def tensor_method(self, receiver: Value, method: str, node: cst.Call) -> Optional[Value]:
         """`receiver.method(...)` for a tensor, or a value that depends on parameters (then maybe a

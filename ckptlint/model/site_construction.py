@@ -26,6 +26,7 @@ from ckptlint.model.sites import ApiKind, CheckpointSite, FlagStatus, Mode
 from ckptlint.model.values import (
     UNKNOWN,
     Const,
+    DictLit,
     Instance,
     Items,
     Lambda,
@@ -297,7 +298,11 @@ class SiteConstruction:
         receiver = self.evaluate(node.func.value) if isinstance(node.func, cst.Attribute) else None
         if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name):
             self.scope.checkpointed_models.setdefault(node.func.value.value, node)
-        return CheckpointSite(ApiKind.HF_ENABLE, method, node, mode, None, kwargs_value=value, kwargs_node=kwargs_node, receiver=receiver)
+        preserve, preserve_node = hf_preserve_rng_state(value, kwargs_node)
+        return CheckpointSite(
+            ApiKind.HF_ENABLE, method, node, mode, None, preserve_rng_state=preserve, preserve_rng_node=preserve_node,
+            kwargs_value=value, kwargs_node=kwargs_node, receiver=receiver,
+        )  # fmt: skip
 
     def training_arguments_site(self, node: cst.Call) -> Optional[CheckpointSite]:
         arguments = self.arguments(node.args)
@@ -311,11 +316,27 @@ class SiteConstruction:
             # transformers >= 5.0's Trainer turns an empty dict into None (`gc_kwargs or None`).
             empty_means_none = not transformers_default_reentrant(self.versions.transformers)
             mode = hf_kwargs_mode(value, kwargs_node, kwargs_keyword, self.versions, empty_means_none)
-            site = CheckpointSite(ApiKind.HF_TRAINING_ARGS, "TrainingArguments", node, mode, None, kwargs_value=value, kwargs_node=kwargs_node, flag_node=flag_node)
+            preserve, preserve_node = hf_preserve_rng_state(value, kwargs_node)
+            site = CheckpointSite(
+                ApiKind.HF_TRAINING_ARGS, "TrainingArguments", node, mode, None, preserve_rng_state=preserve, preserve_rng_node=preserve_node,
+                kwargs_value=value, kwargs_node=kwargs_node, flag_node=flag_node,
+            )  # fmt: skip
             if enabled != Const(True):
                 site.notes.append(f"`{flag}` is not a literal; assuming it may be True")
             return site
         return None
+
+
+def hf_preserve_rng_state(kwargs: Value, kwargs_node: Optional[cst.CSTNode]) -> tuple[Optional[bool], Optional[cst.CSTNode]]:
+    """`preserve_rng_state` in transformers' checkpointing kwargs, which reach torch's checkpoint, and
+    where to report it: the dict entry when the call spells the dict, else the call's keyword (a
+    shared dict may configure other models too)."""
+    if not isinstance(kwargs, DictLit) or "preserve_rng_state" not in kwargs.entries:
+        return (True if isinstance(kwargs, DictLit) and kwargs.complete or kwargs == Const(None) else None), None
+    flag = kwargs.entries["preserve_rng_state"]
+    known = flag.value if isinstance(flag, Const) and isinstance(flag.value, bool) else None
+    spelled_here = isinstance(kwargs_node, cst.Arg) and kwargs_node.value is kwargs.node
+    return known, (kwargs.entry_nodes.get("preserve_rng_state") if spelled_here else kwargs_node)
 
 
 # Keywords of the checkpoint APIs themselves: they never reach the checkpointed function.

@@ -138,6 +138,19 @@ class Instance:
 
     ctor: str
     node: cst.Call
+    # A transformers config, or a model built from one: the settings the code shows.
+    config: Optional["HfConfig"] = None
+
+
+@dataclass(frozen=True)
+class HfConfig:
+    """What the code shows of a transformers config: its model family ("Bert" for `BertConfig` and
+    the Bert models), the attributes it sets (keywords, assignments), and whether the others keep
+    the config class's defaults (built by its constructor) or come from a checkpoint (unknown)."""
+
+    family: str
+    settings: tuple[tuple[str, "Value"], ...]
+    defaults: bool
 
 
 @dataclass(frozen=True)

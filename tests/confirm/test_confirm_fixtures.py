@@ -47,6 +47,10 @@ EVIDENCE = {
     ("rng_replay.py", 186, "CKPT002"): [r"gradient differs", r"Python random stream differs"],
     ("rng_replay.py", 215, "CKPT002"): [r"Python random stream differs"],
     ("rng_replay.py", 399, "CKPT002"): [r"gradient differs, relative", r"torch stream differs after the step", r"preserve_rng_state=False"],
+    **{("hf_dropout_rng.py", line, "CKPT002"): [r"gradient differs, relative", r"torch stream differs after the step", r"preserve_rng_state=False", rf"built by {builder}\(\)"] for line, builder in (
+        (31, "bert_default_dropout"), (41, "gpt2_attention_dropout_reentrant"), (51, "llama_attention_dropout_set"), (57, "bert_pretrained_with_dropout"),
+    )},  # fmt: skip
+    ("hf_dropout_rng.py", 66, "CKPT002"): [r"torch stream differs after the step", r"preserve_rng_state=False", r"ran fine_tune_bert with example dropout_trainer_call\(\)"],
     ("rng_numpy_mixing.py", 17, "CKPT002"): [r"gradient differs", r"numpy stream differs"],
     ("diffusion_checkpoint.py", 80, "CKPT002"): [r"gradient differs, relative", r"torch stream differs after the step"],
     ("fsdp_wrappers.py", 65, "CKPT002"): [r"gradient differs, relative", r"torch stream differs after the step", r"preserve_rng_state=False"],
@@ -187,6 +191,10 @@ LOOK_ALIKES = [
     )),
     ("rng_numpy_mixing.py", "MixOutsideEncoder", "checkpoint(", "CKPT002"),
     ("fsdp_wrappers.py", "build_wrapped_blocks_replaying", "checkpoint_wrapper(block)", "CKPT002"),
+    *(("hf_dropout_rng.py", name, "gradient_checkpointing_enable(", "CKPT002") for name in (
+        "llama_default", "llama_config_changed_after_build", "bert_without_dropout", "gpt2_embedding_dropout_only", "bert_rng_replayed", "pretrained_llama",
+    )),
+    ("hf_dropout_rng.py", "fine_tune_llama", "gradient_checkpointing_kwargs=", "CKPT002"),
     ("diffusion_checkpoint.py", "ReplayingResBlock", "ReplayingCheckpointFunction.apply(", "CKPT002"),
     ("fsdp_wrappers.py", "build_applied_to_linears", "apply_activation_checkpointing(", "CKPT002"),
     ("fsdp_wrappers.py", "build_with_explicit_checkpoint_fn", "checkpoint_fn=checkpoint, use_reentrant=False", "CKPT006"),
