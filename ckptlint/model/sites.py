@@ -250,3 +250,5 @@ class CacheUse:
     kind: str  # "use_cache" | "past_key_values" | "generate"
     model: str  # the variable, as spelled
     enabled_by: cst.CSTNode  # where checkpointing was switched on
+    # `generate()` after a Trainer's `train()` returned, which leaves the model training.
+    after_trainer: bool = False

@@ -10,7 +10,7 @@ import libcst as cst
 from ckptlint.model.apis import HF_TRAINERS
 from ckptlint.model.model_states import set_state, state_of
 from ckptlint.model.scope import Scope
-from ckptlint.model.sites import ApiKind, CacheUse, GradFreeCall
+from ckptlint.model.sites import ApiKind, CacheUse, GradFreeCall, ModelState
 from ckptlint.model.values import Const, Instance, ModuleObject, Param, Ref
 
 
@@ -30,9 +30,12 @@ class TrainingScriptFacts:
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "train":
             # `trainer.train()` returns when training is over: caching turned back on after it is for generation.
+            # It leaves the model in train mode with checkpointing on (measured with transformers 5.23 and 4.57.1).
             trainer = self.evaluate(func.value)
             if isinstance(trainer, Instance) and id(trainer.node) in self.trainer_models:
-                scope.trained_models.add(self.trainer_models[id(trainer.node)])
+                trained = self.trainer_models[id(trainer.node)]
+                scope.trained_models.add(trained)
+                set_state(self, trained, ModelState(training=True))
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             name, method = func.value.value, func.attr.value
             if method in ("train", "eval"):
@@ -42,7 +45,7 @@ class TrainingScriptFacts:
                 self.note_grad_free_call(name, node)
             elif method == "generate" and name in scope.checkpointed_models and scope.model_modes.get(name) is True:
                 # transformers checkpoints in training whether or not grad is on, and drops the cache.
-                self.cache_uses.append(CacheUse(node, "generate", name, scope.checkpointed_models[name]))
+                self.cache_uses.append(CacheUse(node, "generate", name, scope.checkpointed_models[name], after_trainer=name in scope.trained_models))
         elif isinstance(func, cst.Name):
             self.note_cache_keywords(func.value, node)
             self.note_grad_free_call(func.value, node)

@@ -50,9 +50,10 @@ class CacheUnderCheckpointing(Rule):
                         "transformers 4.40 and 4.48: the same tokens as eval(), without the cache)",
                         Severity.WARNING,
                     )
+                why = " (a Trainer's `train()` returns with the model still in train mode and checkpointing on)" if use.after_trainer else ""
                 yield Diagnostic(
                     use.node,
-                    f"`{use.model}.generate(...)` while `{use.model}` is in train() mode with gradient checkpointing on: "
+                    f"`{use.model}.generate(...)` while `{use.model}` is in train() mode with gradient checkpointing on{why}: "
                     f"transformers {version.text} (assumed from {version.source}) checkpoints its layers whenever the model "
                     "is training (under generate's no_grad too) and drops the cache (\"`use_cache=True` is incompatible with "
                     f"gradient checkpointing\"), {consequence}",
