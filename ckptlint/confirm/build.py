@@ -175,32 +175,100 @@ def plans_for(job: dict[str, Any], module: types.ModuleType, device: str, exampl
         return plans
     if not (isinstance(target, type) and issubclass(target, nn.Module)):
         raise CannotRun(f"`{qualname}` is not an nn.Module subclass")
-    plans.append(lambda: _class_plan(job, module, target, usage, device, example_errors))
+    switches = _switches(job)
+    plans.append(lambda: _class_plan(job, module, target, usage, device, example_errors, switches=switches))
+    if switches:
+        plans.append(lambda: _class_plan(job, module, target, usage, device, example_errors, switched_on=switches))
     return plans
 
 
 def _script_plan(job: dict[str, Any], module: types.ModuleType) -> Plan:
     class_name = job["qualname"] if job["kind"] == "class" else ""
-    found = script.make_script_run(module, job["path"], job.get("source"), class_name, job.get("steps", 1))
+    main_path = (job.get("usage") or {}).get("main_path")
+    if main_path:
+        # The main lives in another project file: import its definitions and run it from there.
+        module = import_file(main_path, definitions_only=usage.flat_script(main_path))
+        found = script.make_script_run(module, main_path, None, class_name, job.get("steps", 1), os.path.basename(main_path))
+    else:
+        found = script.make_script_run(module, job["path"], job.get("source"), class_name, job.get("steps", 1))
     if found is None:
         raise CannotRun("the file has no main to run")
     make, description = found
     return Plan(make, description, fallible=True)
 
 
-def _class_plan(job: dict[str, Any], module: types.ModuleType, target: type, usage: dict[str, Any], device: str, example_errors: Sequence[str]) -> Plan:
+def _class_plan(
+    job: dict[str, Any], module: types.ModuleType, target: type, usage: dict[str, Any], device: str, example_errors: Sequence[str],
+    *, switches: Sequence[str] = (), switched_on: Sequence[str] = (),
+) -> Plan:
+    """`switches`: flags the findings' checkpoints are gated on; when the model as built leaves one
+    off, a run that never reaches the checkpoint says nothing (the next plan switches them on)."""
     method = job.get("method")
     construct, how, found = _constructor(module, target, job.get("builders", ()), usage, method, device, example_errors)
     entry_name = method or "forward"
+    if switched_on and not _switch_on(construct(), switched_on):
+        raise CannotRun(f"no module of {how} has {_flag_names(switched_on)} to switch on")
+    fallible = bool(switches) and _switch_on(construct(), switches)
 
     def make() -> tuple[Any, Callable[[], Any]]:
         model = construct()
+        _switch_on(model, switched_on)
         model.train()
         args, kwargs = found.make()
         return model, _calling(model, method, args, kwargs)
 
     shown = f"ran {how}.{entry_name}({found.shown})" if method else f"ran {how} on {found.shown}"
-    return Plan(make, shown + (f"; {found.tried}" if found.tried else ""))
+    if switched_on:
+        shown += f" with {_flag_names(switched_on)} switched on (the checkpoint runs only then; the project switches it on where --confirm cannot run)"
+    return Plan(make, shown + (f"; {found.tried}" if found.tried else ""), fallible=fallible)
+
+
+def _switches(job: dict[str, Any]) -> tuple[str, ...]:
+    """The module flags (`self.<flag>`) that the `if` tests and conditional expressions around the
+    findings' lines in the target's file require (`if self.grad_checkpointing and self.training:`)."""
+    try:
+        tree = ast.parse(job.get("source") or Path(job["path"]).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    lines = {
+        n for f in job.get("findings", []) if os.path.abspath(f.get("path", job["path"])) == os.path.abspath(job["path"])
+        for n in range(f["line"], (f.get("end_line") or f["line"]) + 1)
+    }  # fmt: skip
+    flags: dict[str, None] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            body: list[ast.AST] = list(node.body)
+        elif isinstance(node, ast.IfExp):
+            body = [node.body]
+        else:
+            continue
+        if any(b.lineno <= line <= (b.end_lineno or b.lineno) for b in body for line in lines):  # type: ignore[attr-defined]
+            flags.update(dict.fromkeys(_required_flags(node.test)))
+    return tuple(flags)
+
+
+def _required_flags(test: ast.expr) -> list[str]:
+    """`self.<flag>` attributes a test requires through `and` (the train/eval mode aside)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return [flag for value in test.values for flag in _required_flags(value)]
+    if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self" and test.attr != "training":
+        return [test.attr]
+    return []
+
+
+def _switch_on(model: nn.Module, flags: Sequence[str]) -> bool:
+    """Set each boolean flag that is off on the model's modules; whether any was."""
+    switched = False
+    for submodule in model.modules():
+        for flag in flags:
+            if getattr(submodule, flag, None) is False:
+                setattr(submodule, flag, True)
+                switched = True
+    return switched
+
+
+def _flag_names(flags: Sequence[str]) -> str:
+    return ", ".join(f"`{flag}`" for flag in flags)
 
 
 def _calling(model: nn.Module, method: Optional[str], args: Sequence[Any], kwargs: dict[str, Any]) -> Callable[[], Any]:

@@ -99,14 +99,17 @@ def main_statements(path: str, source: Optional[str]) -> Optional[tuple[str, lis
     return kind, body
 
 
-def make_script_run(module: types.ModuleType, path: str, source: Optional[str], class_name: str, steps: int) -> Optional[tuple[ab.Make, str]]:
-    """A `make` that runs the file's main up to its `steps`-th backward, and its description."""
+def make_script_run(
+    module: types.ModuleType, path: str, source: Optional[str], class_name: str, steps: int, file: str = "the file"
+) -> Optional[tuple[ab.Make, str]]:
+    """A `make` that runs the main of `path` (shown as `file`) up to its `steps`-th backward, and its
+    description."""
     found = main_statements(path, source)
     if found is None:
         return None
     kind, body = found
     code = compile(ast.Module(body=body, type_ignores=[]), path, "exec")
-    shown = {"block": 'the file\'s `if __name__ == "__main__":` block', "function": "the file's `main()`", "module": "the file as a script"}[kind]
+    shown = {"block": f'{file}\'s `if __name__ == "__main__":` block', "function": f"{file}'s `main()`", "module": f"{file} as a script"}[kind]
 
     def make() -> tuple[Any, Callable[[], Any]]:
         holder = ScriptModel(class_name)

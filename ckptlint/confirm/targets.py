@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterable, Optional, Sequence, Union
 
 from ckptlint.confirm.failures import EXAMPLE_HINT, skeleton
-from ckptlint.confirm.usage import main_entry, main_reaching, project_files, text_of
+from ckptlint.confirm.usage import main_elsewhere, main_entry, main_reaching, project_files, text_of
 from ckptlint.findings import CRASHED, NEEDS_EXAMPLE
 from ckptlint.names import module_name_for
 
@@ -150,8 +150,7 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
             function, required, builder = caller, _required_parameters(caller), True
     constructs = tuple(name for name in _called_names(function) if name in facts.classes or name[:1].isupper())
     kinds = [parameter_kind(p) for p in required]
-    trained_by_main = bool(main_reaching(facts.tree, function.name))
-    if function.name not in registered and not builder and "model" not in kinds and not trained_by_main:
+    if function.name not in registered and not builder and "model" not in kinds and not _trained_by_a_main(path, facts, function.name):
         signature = ", ".join(required)
         return Unrunnable(
             f"`{function.name}({signature})` takes no model argument to build (none of its parameters is named like one); "
@@ -161,6 +160,11 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
         )
     via = f"{function.name} calls {top.name}" if function is not top else ""
     return Target(path, "function", function.name, constructs=constructs, via=via)
+
+
+def _trained_by_a_main(path: str, facts: _FileFacts, name: str) -> bool:
+    """Whether the main of this file, or of another project file, uses `name` and trains."""
+    return bool(main_reaching(facts.tree, name) or main_elsewhere(name, path, facts.tree, project_files(path))[0])
 
 
 def _in_main(tree: ast.Module, line: int) -> bool:

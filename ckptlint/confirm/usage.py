@@ -35,6 +35,7 @@ class Usage:
     keyword_names: list[str] = field(default_factory=list)  # keyword names passed, literal or not
     function_arguments: dict[str, dict[str, Any]] = field(default_factory=dict)  # parameter -> {"class": name, "kwargs": {...}}
     main: str = ""  # "block" (an `if __name__ == "__main__":` block) or "function" (a `main()`) that reaches the target
+    main_path: str = ""  # the file of that main, when it is not the target's own
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -43,6 +44,7 @@ class Usage:
             "keyword_names": self.keyword_names,
             "function_arguments": self.function_arguments,
             "main": self.main,
+            "main_path": self.main_path,
         }
 
 
@@ -116,6 +118,8 @@ def usage_of(name: str, path: str, files: Sequence[str], tree: Optional[ast.Modu
         tree = _parse(own, _mtime(own))
     if tree is not None:
         usage.main = main_reaching(tree, name)
+        if not usage.main:
+            usage.main, usage.main_path = main_elsewhere(name, own, tree, files)
     return usage
 
 
@@ -378,6 +382,32 @@ def main_reaching(tree: ast.Module, name: str) -> str:
         return ""
     names, trains = _reached(tree, body)
     return kind if name in names and trains else ""
+
+
+def main_elsewhere(name: str, path: str, tree: ast.Module, files: Sequence[str]) -> tuple[str, str]:
+    """A main of another project file that trains `name` (defined in `path`, whose parsed text is
+    `tree`): it uses `name`, or a function of `path` that builds it (`model = build_model(cfg)`),
+    and imports from `path`'s module. Returns (its kind, its file); ("", "") when there is none.
+    Model files rarely train themselves: the project's `train.py` does, after its own setup."""
+    own = os.path.abspath(path)
+    module_name = Path(own).stem if Path(own).stem != "__init__" else Path(own).parent.name
+    names = [name] + [f.name for f in tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and _calls_name(f, name)]
+    for file in files:
+        if os.path.abspath(file) == own:
+            continue
+        text = text_of(file)
+        if module_name not in text or not any(n in text for n in names):
+            continue
+        other = _parse(file, _mtime(file))
+        for candidate in names if other is not None else ():
+            kind = main_reaching(other, candidate)
+            if kind:
+                return kind, os.path.abspath(file)
+    return "", ""
+
+
+def _calls_name(function: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name for n in ast.walk(function))
 
 
 def _reached(tree: ast.Module, body: list[ast.stmt]) -> tuple[set[str], bool]:

@@ -73,6 +73,7 @@ EVIDENCE = {
     ("rl_rollouts.py", 31, "CKPT004"): [r"return value: int64\[2, 14\] \[.*\] with checkpointing after backward; int64\[2, 14\] \[.*\] without", r"example rollout_in_train_mode\(\)"],
     ("rl_rollouts.py", 71, "CKPT004"): [r"return value: int64\[2, 14\] \[.*\] with checkpointing after backward; int64\[2, 14\] \[.*\] without", r"example warm_up_and_sample\(\)"],
     ("rl_rollouts.py", 62, "CKPT004"): [r"return value: None with checkpointing after backward; DynamicCache of 2 without"],
+    ("model.py", 38, "CKPT005"): [r"blocks\.0\.\S+: grad None with checkpointing", r"ran train\.py's `if __name__ == \"__main__\":` block"],
     ("frozen_upstream.py", 56, "CKPT005"): [r"blocks\.0\.\S+: grad None with checkpointing"],
     ("frozen_upstream.py", 90, "CKPT005"): [r"element 0 of tensors does not require grad .* with checkpointing; no exception without", r"built by build_lora_classifier\(\)"],
     **{("freezes_anywhere.py", line, "CKPT005"): [r"blocks\.0\.lora_A: grad None with checkpointing"] for line in (75, 143, 176, 192, 231, 254, 302)},

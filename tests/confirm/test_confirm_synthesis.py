@@ -170,3 +170,47 @@ def test_a_main_without_backward_is_no_target():
     tree = ast.parse("def f(model):\n    return model(1)\n\nif __name__ == '__main__':\n    f(None)\n")
     assert usage.main_entry(tree)[0] == "block"
     assert usage.main_reaching(tree, "f") == ""
+
+
+GATED = """\
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class GatedStem(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+        self.head = nn.Linear(8, 2)
+        self.grad_checkpointing = False
+
+    def set_grad_checkpointing(self, enable=True):
+        self.grad_checkpointing = enable
+
+    def forward(self, x):
+        if self.grad_checkpointing and self.training:
+            x = checkpoint(self.stem, x, use_reentrant=True)
+        else:
+            x = self.stem(x)
+        return self.head(x)
+
+
+class GatedByExpression(GatedStem):
+    def forward(self, x):
+        x = checkpoint(self.stem, x, use_reentrant=True) if self.grad_checkpointing else self.stem(x)
+        return self.head(x)
+"""
+
+
+@pytest.mark.parametrize("name", ["GatedStem", "GatedByExpression"])
+def test_a_checkpoint_behind_a_switch_nothing_runnable_turns_on_runs_with_the_switch_on(tmp_path, name):
+    """The project switches checkpointing on where --confirm cannot run it (a training function
+    handed the model); the flags the checkpoint's `if` requires are turned on instead."""
+    pytest.importorskip("torch")
+    path = tmp_path / "gated.py"
+    path.write_text(GATED)
+    found = finding(path, line_in(path, name, "checkpoint("), "CKPT001")
+    confirmation = confirm_all([found], examples=[])[found]
+    assert confirmation.verdict == "confirmed", confirmation
+    assert any("with `grad_checkpointing` switched on" in e for e in confirmation.evidence), confirmation.evidence

@@ -152,3 +152,67 @@ def test_importing_a_flat_script_runs_its_definitions_only():
     kept = [ast.unparse(node).splitlines()[0] for node in usage.definitions(tree).body]
     assert kept == ["import torch", "from transformers import AutoTokenizer", "NAME = 'gpt2'", "DTYPE = torch.float32", "try:", "if DTYPE is None:", "class Net(torch.nn.Module):"]
     assert usage.main_entry(tree)[0] == "module"
+
+
+MODEL_FILE = """
+from torch import nn
+
+class Net(nn.Module):
+    def forward(self, x):
+        return x
+
+def build_model(config):
+    return Net()
+"""
+
+
+def _main_of(package, monkeypatch, name="Net"):
+    from ckptlint.confirm import usage
+
+    monkeypatch.chdir(package.parent)
+    path = str(package / "model.py")
+    found = usage.usage_of(name, path, usage.project_files(path))
+    return found.main, found.main_path
+
+
+def test_a_main_in_another_file_that_trains_the_model_through_its_builder_runs_it(tmp_path, monkeypatch):
+    package = _package(tmp_path, {
+        "model.py": MODEL_FILE,
+        "train.py": """
+            from .model import build_model
+
+            def main():
+                model = build_model({})
+                model(1).backward()
+
+            if __name__ == "__main__":
+                main()
+        """,
+    })
+    assert _main_of(package, monkeypatch) == ("block", str(package / "train.py"))
+
+
+def test_a_main_elsewhere_that_does_not_train_or_does_not_use_the_model_is_not_taken(tmp_path, monkeypatch):
+    package = _package(tmp_path, {
+        "model.py": MODEL_FILE,
+        "export.py": "from .model import build_model\n\nif __name__ == '__main__':\n    build_model({}).save()\n",
+        "other.py": "from .model import Net\n\ndef main():\n    loss = 1\n    loss.backward()\n",
+    })
+    assert _main_of(package, monkeypatch) == ("", "")
+
+
+def test_the_models_own_main_comes_first(tmp_path, monkeypatch):
+    package = _package(tmp_path, {
+        "model.py": MODEL_FILE + "\n\nif __name__ == '__main__':\n    Net()(1).backward()\n",
+        "train.py": "from .model import Net\n\ndef main():\n    Net()(1).backward()\n",
+    })
+    assert _main_of(package, monkeypatch) == ("block", "")
+
+
+def test_a_helper_without_a_model_parameter_runs_through_another_files_main(tmp_path, monkeypatch):
+    package = _package(tmp_path, {
+        "blocks.py": "from torch.utils.checkpoint import checkpoint\n\n\ndef run(blocks, x):\n    return checkpoint(blocks[0], x)  # append\n",
+        "train.py": "import torch\nfrom .blocks import run\n\n\ndef main():\n    run([torch.nn.Linear(4, 4)], torch.randn(2, 4)).sum().backward()\n",
+    })
+    target = _resolve(package, monkeypatch, "blocks.py")
+    assert (target.kind, target.qualname) == ("function", "run")
