@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from ckptlint.model.apis import (
     AUTOGRAD_FUNCTIONS,
@@ -91,11 +91,15 @@ class Freeze:
     adapter_wrap: bool = False
     # The class of the model a PEFT wrapper holds ("" unknown): what transformers hooks depends on it.
     wrapped: str = ""
+    # `attrs` and `unfrozen` by their whole dotted path from the object (`transformer.wte`,
+    # `model.norm`; `get_input_embeddings()` for what that returns): which part of a library model.
+    paths: tuple[str, ...] = ()
+    unfrozen_paths: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return (
-            self.everything or bool(self.attrs or self.unfrozen or self.by_name) or self.input_grad_hook or self.hook_undone
-            or self.thawed or self.checkpointing or self.adapter_wrap
+            self.everything or bool(self.attrs or self.unfrozen or self.by_name or self.paths or self.unfrozen_paths) or self.input_grad_hook
+            or self.hook_undone or self.thawed or self.checkpointing or self.adapter_wrap
         )
 
     def then(self, later: "Freeze") -> "Freeze":
@@ -115,6 +119,8 @@ class Freeze:
             self.checkpointing or later.checkpointing,
             self.adapter_wrap or later.adapter_wrap,
             later.wrapped or self.wrapped,
+            tuple(dict.fromkeys([*(p for p in self.paths if not later.thawed and not within(p, later.unfrozen_paths)), *later.paths])),
+            tuple(dict.fromkeys([*(p for p in self.unfrozen_paths if not reset and not within(p, later.paths)), *later.unfrozen_paths])),
         )
 
     def state_of(self, attr: str, parameter_names: Optional[tuple[str, ...]]) -> tuple[Optional[bool], bool]:
@@ -124,7 +130,7 @@ class Freeze:
         state: Optional[bool] = True if attr in self.attrs else self.everything and attr not in self.unfrozen
         by_name = False
         for predicate, becomes in self.by_name:
-            matches = _names_match(predicate, attr, parameter_names)
+            matches = names_match(predicate, attr, parameter_names)
             if matches is None and becomes != state:
                 state = None
             elif matches and becomes != state:
@@ -145,15 +151,20 @@ class FreezeStep:
     member: str = ""
 
 
-def _names_match(predicate: list, attr: str, parameter_names: Optional[tuple[str, ...]]) -> Optional[bool]:
+def within(path: str, parts: Sequence[str]) -> bool:
+    """Whether the submodule at dotted `path` is one of `parts` or inside one."""
+    return any(path == part or path.startswith(part + ".") for part in parts)
+
+
+def names_match(predicate: list, attr: str, parameter_names: Optional[tuple[str, ...]]) -> Optional[bool]:
     """Whether every parameter of the submodule `attr` satisfies a name predicate (True), none does
     (False), or it cannot be told (None)."""
     kind = predicate[0]
     if kind == "not":
-        inner = _names_match(predicate[1], attr, parameter_names)
+        inner = names_match(predicate[1], attr, parameter_names)
         return None if inner is None else not inner
     if kind in ("and", "or"):
-        parts = [_names_match(p, attr, parameter_names) for p in predicate[1:]]
+        parts = [names_match(p, attr, parameter_names) for p in predicate[1:]]
         decisive = kind == "or"  # True decides an `or`, False an `and`
         if decisive in parts:
             return decisive
@@ -334,7 +345,8 @@ def instance_key(function: str, ctor: str) -> str:
 
 
 def _freeze_from_json(data: dict) -> Freeze:
-    return Freeze(**{**data, "attrs": tuple(data["attrs"]), "unfrozen": tuple(data["unfrozen"]), "by_name": tuple(data["by_name"])})
+    lists = ("attrs", "unfrozen", "by_name", "paths", "unfrozen_paths")
+    return Freeze(**{**data, **{key: tuple(data[key]) for key in lists}})
 
 
 def _steps_from_json(data: list[dict]) -> list[FreezeStep]:
@@ -769,6 +781,8 @@ def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
             yield stmt
 
 
+# transformers' accessor of a model's input embeddings, as a frozen path.
+INPUT_EMBEDDINGS_CALL = "get_input_embeddings()"
 # Words without which a statement cannot freeze parameters or add an input-grad hook.
 _FREEZE_TEXT = re.compile(r"requires_grad|input_require_grads|register_forward_hook|set_input_embeddings")
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
@@ -792,16 +806,21 @@ class _FreezeFacts:
         # Statements inside such loops -> the name predicate under which they run (absent: always).
         self.conditions: dict[int, list] = {}
 
-    def target(self, expr: ast.AST) -> tuple[bool, Optional[str]]:
-        """(is `base` itself, submodule name) for `base`, `base.X`, `base.X.weight`."""
+    def target(self, expr: ast.AST) -> tuple[bool, Optional[str], str]:
+        """(is `base` itself, submodule name, whole dotted path) for `base`, `base.X`, `base.X.weight`;
+        `base.get_input_embeddings()` is a submodule whose name is not known."""
         chain = []
         while isinstance(expr, ast.Attribute):
             chain.append(expr.attr)
             expr = expr.value
+        if isinstance(expr, ast.Call) and not expr.args and isinstance(expr.func, ast.Attribute) and expr.func.attr == INPUT_EMBEDDINGS_CALL[:-2]:
+            chain.append(INPUT_EMBEDDINGS_CALL)
+            expr = expr.func.value
         if not (isinstance(expr, ast.Name) and expr.id == self.base):
-            return False, None
+            return False, None, ""
         chain.reverse()
-        return (not chain), (chain[0] if chain else None)
+        named = chain[0] if chain and chain[0] != INPUT_EMBEDDINGS_CALL else None
+        return (not chain), named, ".".join(chain)
 
     def then(self, later: Freeze) -> None:
         later.path = self.path
@@ -810,15 +829,18 @@ class _FreezeFacts:
     def record(self, expr: ast.AST, frozen: Optional[bool], lineno: int, condition: Optional[list] = None) -> None:
         """`expr`'s parameters set to frozen (True), trainable (False) or either (None): those whose
         names (relative to `expr`) satisfy `condition`, or all of them."""
-        whole, attr = self.target(expr)
-        if not whole and not attr:
+        whole, attr, path = self.target(expr)
+        if not whole and not path:
             return
         line = lineno if frozen is not False else 0
+        parts = tuple(filter(None, [attr]))
         if condition is None and frozen is not None:
             if whole:
                 self.then(Freeze(everything=True, line=line) if frozen else Freeze(thawed=True))
             else:
-                self.then(Freeze(attrs=(attr,), line=line) if frozen else Freeze(unfrozen=(attr,)))
+                self.then(Freeze(attrs=parts, paths=(path,), line=line) if frozen else Freeze(unfrozen=parts, unfrozen_paths=(path,)))
+        elif not whole and not attr:
+            return  # a predicate on the names of a submodule whose name is not known
         elif whole:
             self.then(Freeze(by_name=([condition or _ALWAYS, frozen],), line=line))
         else:
@@ -842,7 +864,7 @@ class _FreezeFacts:
                 self.requires_grad(node.func.value, node.args[0] if node.args else ast.Constant(True), node, node.lineno)
             elif method == "enable_input_require_grads" and self.target(node.func.value)[0]:
                 self.then(Freeze(input_grad_hook=True))
-            elif method == "register_forward_hook" and self.target(node.func.value)[1] is not None:
+            elif method == "register_forward_hook" and self.target(node.func.value)[2]:
                 self.then(Freeze(input_grad_hook=True))
             elif method in ("disable_input_require_grads", "set_input_embeddings") and self.target(node.func.value)[0]:
                 self.then(Freeze(hook_undone=True))
@@ -1564,6 +1586,8 @@ class ProjectIndex:
             first.path,
             any(f.hook_undone for f in freezes),
             by_name=tuple(step for f in freezes for step in f.by_name),
+            paths=tuple(dict.fromkeys(p for f in freezes for p in f.paths)),
+            unfrozen_paths=tuple(dict.fromkeys(p for f in freezes for p in f.unfrozen_paths)),
         ), frozenset(path for _, paths in found for path in paths)
 
     def instance_freeze(self, module: str, function: str, ctor: str) -> Optional[Freeze]:
@@ -1606,9 +1630,9 @@ class ProjectIndex:
             classes = [self.canonical(c) for c in binding.constructors] if binding is not None else []
             effects = [self._effect(step, c, depth) for c in classes or [None]]
             if all(f.everything and not f.unfrozen and not f.by_name for f, _ in effects):
-                change = Freeze(attrs=(step.member,), line=effects[0][0].line, path=effects[0][0].path)
+                change = Freeze(attrs=(step.member,), line=effects[0][0].line, path=effects[0][0].path, paths=(step.member,))
             elif all(f.thawed and not f.everything and not f.attrs and not f.by_name for f, _ in effects):
-                change = Freeze(unfrozen=(step.member,))
+                change = Freeze(unfrozen=(step.member,), unfrozen_paths=(step.member,))
             else:
                 return _NO_FREEZE
             return change, frozenset(p for _, paths in effects for p in paths)

@@ -1067,3 +1067,62 @@ def test_use_cache_turned_back_on_after_the_trainer_returns_is_generation():
             Trainer(model=model, args=TrainingArguments(output_dir="out"), train_dataset=data).train()
         """
     assert findings(body) == findings(body, transformers="4.57") == {(5, "CKPT004")}
+
+
+def test_a_transformers_model_counts_as_frozen_upstream_only_when_everything_its_first_layer_reads_is():
+    """Measured on transformers 5.23 (scripts/measure_hf_upstream.py): a Llama's layers read
+    `embed_tokens` only, GPT-2's `wte` plus `wpe`, BERT's the whole `embeddings` block; freezing a
+    head, a final norm or a layer leaves the layers' input requiring grad. An Auto class counts when
+    every architecture that has the paths the code freezes agrees."""
+    body = """
+        from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, LlamaForCausalLM
+        def llama_input_embeddings(config):
+            model = LlamaForCausalLM(config)
+            model.get_input_embeddings().requires_grad_(False)
+            model.gradient_checkpointing_enable()
+        def llama_head_and_norm(config):
+            model = LlamaForCausalLM(config)
+            model.lm_head.requires_grad_(False)
+            model.model.norm.requires_grad_(False)
+            model.gradient_checkpointing_enable()
+        def auto_input_embeddings(name):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            for p in model.get_input_embeddings().parameters():
+                p.requires_grad = False
+            model.gradient_checkpointing_enable()
+        def auto_llama_path(name):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            model.model.embed_tokens.weight.requires_grad = False
+            model.gradient_checkpointing_enable()
+        def auto_gpt2_tables(name):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            model.transformer.wte.requires_grad_(False)
+            model.transformer.wpe.requires_grad_(False)
+            model.gradient_checkpointing_enable()
+        def auto_gpt2_tokens_only(name):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            model.transformer.wte.requires_grad_(False)
+            model.gradient_checkpointing_enable()
+        def bert_word_embeddings(name):
+            model = AutoModelForSequenceClassification.from_pretrained(name)
+            model.bert.embeddings.word_embeddings.requires_grad_(False)
+            model.gradient_checkpointing_enable()
+        def bert_embeddings_block(name):
+            model = AutoModelForSequenceClassification.from_pretrained(name)
+            model.bert.embeddings.requires_grad_(False)
+            model.gradient_checkpointing_enable()
+        def classifier_only(name):
+            model = AutoModelForSequenceClassification.from_pretrained(name)
+            model.classifier.requires_grad_(False)
+            model.gradient_checkpointing_enable()
+        def all_but_adapters(name):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            for n, p in model.named_parameters():
+                if "lora_" not in n:
+                    p.requires_grad = False
+            model.gradient_checkpointing_enable()
+        """
+    # auto_input_embeddings: a Llama's layers read the embeddings alone, GPT-2's also `wpe`: not known.
+    # (`base_model.embeddings` would not do either: ELECTRA's layers also read `embeddings_project`.)
+    assert findings(body, transformers="4.57") == {(6, "CKPT005"), (20, "CKPT005"), (25, "CKPT005"), (37, "CKPT005"), (47, "CKPT005")}
+    assert findings(body, transformers="5.23") == set()  # 5.x hooks the inputs of `input_ids` models itself

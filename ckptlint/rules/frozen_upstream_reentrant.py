@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Iterator, Optional
 from ckptlint.findings import Severity
 from ckptlint.fixes import input_require_grads, non_reentrant
 from ckptlint.index import Freeze
+from ckptlint.model.hf_frozen_inputs import inputs_frozen
+from ckptlint.model.hf_upstream import CLASSES
 from ckptlint.model.sites import ApiKind
 from ckptlint.model.values import Instance, ModuleObject, Value
 from ckptlint.rules import Diagnostic, Rule, callee_name
@@ -44,10 +46,10 @@ class FrozenUpstreamReentrant(Rule):
                 freeze = self.frozen_model(model, site.receiver, function)
                 if freeze is not None:
                     frozen = (
-                        f"frozen but for its adapters by PEFT (line {freeze.line}), which hooks the embedding output only "
-                        f"when checkpointing is enabled before it wraps,"
+                        f"parameters are frozen but for its adapters by PEFT (line {freeze.line}), which hooks the embedding "
+                        f"output only when checkpointing is enabled before it wraps,"
                         if freeze.adapter_wrap
-                        else f"frozen (line {freeze.line})"
+                        else f"embeddings (everything its first checkpointed layer reads) are frozen (line {freeze.line})"
                     )
                     by = f" (by `{site.wrapper.rsplit('.', 1)[-1]}`)" if site.wrapper else ""
                     enabled = (
@@ -57,7 +59,7 @@ class FrozenUpstreamReentrant(Rule):
                     )
                     yield Diagnostic(
                         site.flag_node or site.call,
-                        f"{enabled} whose parameters are {frozen} "
+                        f"{enabled} whose {frozen} "
                         f"and nothing makes the embedding output require grad: the checkpointed layers get no gradient or "
                         f"backward fails with \"element 0 of tensors does not require grad\"; {site.mode.reason}",
                         "pass `gradient_checkpointing_kwargs={\"use_reentrant\": False}`, or call "
@@ -76,7 +78,7 @@ class FrozenUpstreamReentrant(Rule):
             return None
         function = (enclosing_function or "").removeprefix(model.module + ".").split(".", 1)[0]
         freeze = model.index.instance_freeze(model.module, function, ctor)
-        if freeze is None or not (freeze.everything or freeze.attrs) or freeze.input_grad_hook:
+        if freeze is None or freeze.input_grad_hook or not inputs_frozen(freeze, _library_class(model, freeze.wrapped or ctor)):
             return None
         if transformers_default_reentrant(model.versions.transformers) or freeze.hook_undone:
             return freeze  # 4.x adds the hook only with PEFT; disabling it or swapping embeddings drops it
@@ -86,3 +88,15 @@ class FrozenUpstreamReentrant(Rule):
         if main_input is not None and main_input.has_constant:
             return freeze if main_input.constant != "input_ids" else None
         return freeze if any(marker in ctor for marker in VISION_OR_AUDIO) else None
+
+
+def _library_class(model: FileModel, ctor: str) -> Optional[str]:
+    """The transformers class a model is built as (`LlamaForCausalLM(config)`, `.from_pretrained`, a
+    project subclass of it); an Auto class as such; None when unknown."""
+    name = ctor.removesuffix(".from_pretrained").removesuffix(".from_config")
+    if not name:
+        return None
+    for ancestor in (name, *model.index.ancestors(name)):
+        if ancestor.rsplit(".", 1)[-1] in CLASSES:
+            return ancestor
+    return name

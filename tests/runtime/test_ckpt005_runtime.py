@@ -23,6 +23,7 @@ from ckpt_runtime import (  # noqa: E402
     load_fixture,
     no_checkpointing,
     none_only_in,
+    real_transformers,  # noqa: F401
     transformers_impl,  # noqa: F401
     warning_texts,
 )
@@ -128,4 +129,39 @@ def test_text_model_adapters_under_reentrant_checkpointing_are_correct(transform
     got, ref = grads(model), grads(model_ref)
     assert_same_grads(got, ref)
     assert got["h.0.attn.c_attn.weight"] is not None
+    assert NO_INPUT_GRAD_WARNING not in warning_texts(capture_warnings)
+
+
+# --- transformers ViT with part of it frozen: what the first checkpointed layer reads decides ----------
+
+
+def vit_layers(model):
+    return [m for m in model.modules() if type(m).__name__ == "ViTLayer"]
+
+
+def frozen_parts_step(hf, build):
+    parts = load_fixture("hf_frozen_parts", transformers_module=hf)
+    torch.manual_seed(0)
+    model = getattr(parts, build)()
+    model.train()
+    pixel_values = torch.randn(2, 3, 8, 8)
+    labels = torch.tensor([0, 2])
+    model(pixel_values=pixel_values, labels=labels).loss.backward()
+    return model
+
+
+@pytest.mark.parametrize("build", ["embeddings_frozen_by_path", "embeddings_frozen_through_base_model"])
+def test_vit_with_its_embeddings_block_frozen_trains_no_layer(build, real_transformers, capture_warnings):
+    model = frozen_parts_step(real_transformers, build)
+    layer = dict(vit_layers(model)[0].named_parameters())
+    assert layer and all(p.grad is None for p in layer.values())
+    assert model.classifier.weight.grad is not None
+    assert warning_texts(capture_warnings).count(NO_INPUT_GRAD_WARNING) == 2
+
+
+@pytest.mark.parametrize("build", ["patch_projection_frozen", "classifier_frozen"])
+def test_vit_with_the_class_token_or_positions_trainable_trains_every_layer(build, real_transformers, capture_warnings):
+    model = frozen_parts_step(real_transformers, build)
+    assert all(p.grad is not None for layer in vit_layers(model) for p in layer.parameters())
+    assert model.vit.embeddings.position_embeddings.grad is not None
     assert NO_INPUT_GRAD_WARNING not in warning_texts(capture_warnings)

@@ -1,0 +1,66 @@
+"""Whether freezing leaves the first checkpointed layer of a transformers model with an input that
+cannot require grad: what CKPT005 needs for a library model. It depends on the architecture: a
+Llama's layers are fed by `embed_tokens` alone, GPT-2's by `wte` plus the position table `wpe`,
+BERT's and ViT's by their whole `embeddings` block (positions, LayerNorm, class token). Freezing the
+head, the final norm or some layers never does it.
+
+The facts come from scripts/measure_hf_upstream.py (model/hf_upstream.py). For an Auto class or an
+unknown one, every measured architecture that has all the paths the code freezes must agree. A
+project's own subclass of PreTrainedModel is not measured: freezing it whole or in part counts.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ckptlint.index import INPUT_EMBEDDINGS_CALL, Freeze, names_match, within
+from ckptlint.model.hf_upstream import CLASSES, FAMILIES
+
+BASE_MODEL = "base_model"
+
+
+def inputs_frozen(freeze: Freeze, model_class: Optional[str]) -> bool:
+    """Whether, after `freeze`, no parameter that feeds the first checkpointed layer of a model of
+    `model_class` (a class name; None or an Auto class: unknown) can require grad."""
+    name = (model_class or "").rsplit(".", 1)[-1]
+    if name in CLASSES:
+        families = [FAMILIES[CLASSES[name]]]
+    elif name and not name.startswith("Auto"):
+        return freeze.everything or bool(freeze.attrs)  # a project's own model: its parts are not measured
+    else:
+        families = [f for f in dict.fromkeys(FAMILIES) if all(_has_path(f[3], _resolved(path, f)) for path in (*freeze.paths, *freeze.unfrozen_paths))]
+    return bool(families) and all(_family_inputs_frozen(freeze, family) for family in families)
+
+
+def _resolved(path: str, family: tuple) -> str:
+    """`path` with `get_input_embeddings()` and `base_model` replaced by where they are in `family`."""
+    head, _, rest = path.partition(".")
+    aliases = {INPUT_EMBEDDINGS_CALL: family[1], BASE_MODEL: family[2]}
+    return ".".join(filter(None, [aliases[head], rest])) if head in aliases else path
+
+
+def _has_path(paths: tuple[str, ...], path: str) -> bool:
+    """Whether a module or parameter path written in code can exist in a model whose module paths
+    (to depth 3) are `paths`: one of them, or below one that is 3 deep or has no submodules."""
+    normal = ".".join("N" if part.isdigit() else part for part in path.split("."))
+    return any(normal == p or within(normal, (p,)) and (p.count(".") == 2 or not any(q.startswith(p + ".") for q in paths)) for p in paths)
+
+
+def _family_inputs_frozen(freeze: Freeze, family: tuple) -> bool:
+    frozen_paths = [_resolved(p, family) for p in freeze.paths]
+    unfrozen_paths = [_resolved(p, family) for p in freeze.unfrozen_paths]
+    return all(any(_frozen(freeze, name, frozen_paths, unfrozen_paths) for name in names) for names in family[0])
+
+
+def _frozen(freeze: Freeze, name: str, frozen_paths: list[str], unfrozen_paths: list[str]) -> bool:
+    """Whether the parameter `name` ends up frozen: by the whole model or a path above it (and no
+    path above it turned back on), then by the name predicates in order."""
+    state: Optional[bool] = (freeze.everything or within(name, frozen_paths)) and not within(name, unfrozen_paths)
+    first, _, rest = name.partition(".")
+    for predicate, becomes in freeze.by_name:
+        matches = names_match(predicate, first, (rest,))
+        if matches is None and becomes != state:
+            state = None
+        elif matches and becomes != state:
+            state = becomes
+    return state is True
