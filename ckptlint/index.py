@@ -810,12 +810,15 @@ class _FreezeFacts:
         """(is `base` itself, submodule name, whole dotted path) for `base`, `base.X`, `base.X.weight`;
         `base.get_input_embeddings()` is a submodule whose name is not known."""
         chain = []
-        while isinstance(expr, ast.Attribute):
-            chain.append(expr.attr)
-            expr = expr.value
-        if isinstance(expr, ast.Call) and not expr.args and isinstance(expr.func, ast.Attribute) and expr.func.attr == INPUT_EMBEDDINGS_CALL[:-2]:
-            chain.append(INPUT_EMBEDDINGS_CALL)
-            expr = expr.func.value
+        while True:
+            if isinstance(expr, ast.Attribute):
+                chain.append(expr.attr)
+                expr = expr.value
+            elif isinstance(expr, ast.Call) and not expr.args and isinstance(expr.func, ast.Attribute) and expr.func.attr == INPUT_EMBEDDINGS_CALL[:-2]:
+                chain.append(INPUT_EMBEDDINGS_CALL)
+                expr = expr.func.value
+            else:
+                break
         if not (isinstance(expr, ast.Name) and expr.id == self.base):
             return False, None, ""
         chain.reverse()
@@ -862,7 +865,7 @@ class _FreezeFacts:
             method = node.func.attr
             if method == "requires_grad_":
                 self.requires_grad(node.func.value, node.args[0] if node.args else ast.Constant(True), node, node.lineno)
-            elif method == "enable_input_require_grads" and self.target(node.func.value)[0]:
+            elif method == "enable_input_require_grads" and any(self.target(node.func.value)[::2]):  # the object or a part of it
                 self.then(Freeze(input_grad_hook=True))
             elif method == "register_forward_hook" and self.target(node.func.value)[2]:
                 self.then(Freeze(input_grad_hook=True))

@@ -1126,3 +1126,32 @@ def test_a_transformers_model_counts_as_frozen_upstream_only_when_everything_its
     # (`base_model.embeddings` would not do either: ELECTRA's layers also read `embeddings_project`.)
     assert findings(body, transformers="4.57") == {(6, "CKPT005"), (20, "CKPT005"), (25, "CKPT005"), (37, "CKPT005"), (47, "CKPT005")}
     assert findings(body, transformers="5.23") == set()  # 5.x hooks the inputs of `input_ids` models itself
+
+
+def test_a_transformers_model_a_class_holds_is_frozen_by_the_class_code():
+    body = """
+        from transformers import AutoModelForCausalLM
+        class Tuner:
+            def __init__(self, name):
+                self.model = AutoModelForCausalLM.from_pretrained(name)
+                self.model.model.embed_tokens.requires_grad_(False)
+                self.model.gradient_checkpointing_enable()
+        class HookedTuner:
+            def __init__(self, name):
+                self.model = AutoModelForCausalLM.from_pretrained(name)
+                self.model.model.embed_tokens.requires_grad_(False)
+                self.model.enable_input_require_grads()
+                self.model.gradient_checkpointing_enable()
+        class HeadTuner:
+            def __init__(self, name):
+                self.model = AutoModelForCausalLM.from_pretrained(name)
+                self.model.lm_head.requires_grad_(False)
+                self.model.gradient_checkpointing_enable()
+        class OtherPartTuner:
+            def __init__(self, name):
+                self.model = AutoModelForCausalLM.from_pretrained(name)
+                self.encoder = AutoModelForCausalLM.from_pretrained(name)
+                self.encoder.requires_grad_(False)
+                self.model.gradient_checkpointing_enable()
+        """
+    assert findings(body, transformers="4.57") == {(7, "CKPT005")}

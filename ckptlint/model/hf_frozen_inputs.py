@@ -19,9 +19,14 @@ from ckptlint.model.hf_upstream import CLASSES, FAMILIES
 BASE_MODEL = "base_model"
 
 
-def inputs_frozen(freeze: Freeze, model_class: Optional[str]) -> bool:
+def inputs_frozen(freeze: Freeze, model_class: Optional[str], holder: str = "") -> bool:
     """Whether, after `freeze`, no parameter that feeds the first checkpointed layer of a model of
-    `model_class` (a class name; None or an Auto class: unknown) can require grad."""
+    `model_class` (a class name; None or an Auto class: unknown) can require grad. `holder`: the
+    model is the submodule at that path of the object `freeze` applies to (`self.model`)."""
+    if holder:
+        freeze = _below(freeze, holder)
+        if freeze is None:
+            return False
     name = (model_class or "").rsplit(".", 1)[-1]
     if name in CLASSES:
         families = [FAMILIES[CLASSES[name]]]
@@ -30,6 +35,16 @@ def inputs_frozen(freeze: Freeze, model_class: Optional[str]) -> bool:
     else:
         families = [f for f in dict.fromkeys(FAMILIES) if all(_has_path(f[3], _resolved(path, f)) for path in (*freeze.paths, *freeze.unfrozen_paths))]
     return bool(families) and all(_family_inputs_frozen(freeze, family) for family in families)
+
+
+def _below(freeze: Freeze, holder: str) -> Optional[Freeze]:
+    """The freezing of the submodule at `holder` as seen from it; None when name predicates decide
+    it (they read names from the object, not from the submodule)."""
+    if freeze.by_name:
+        return None
+    whole = freeze.everything or within(holder, freeze.paths)
+    inside = lambda paths: tuple(p[len(holder) + 1 :] for p in paths if p.startswith(holder + "."))  # noqa: E731
+    return Freeze(everything=whole and not within(holder, freeze.unfrozen_paths), paths=inside(freeze.paths), unfrozen_paths=inside(freeze.unfrozen_paths))
 
 
 def _resolved(path: str, family: tuple) -> str:

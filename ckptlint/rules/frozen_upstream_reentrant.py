@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Iterator, Optional
 
 from ckptlint.findings import Severity
@@ -18,6 +19,8 @@ from ckptlint.versions import transformers_default_reentrant
 if TYPE_CHECKING:
     from ckptlint.model.file_model import FileModel
 
+# A module object held by the class whose method enables checkpointing on it.
+HELD = re.compile(r"self\.(\w+(?:\.\w+)*)")
 # Model classes whose main input is not `input_ids` (pixel_values, input_features, ...).
 VISION_OR_AUDIO = ("Image", "Vision", "Vit", "ViT", "Detection", "Segmentation", "Depth", "Audio", "Speech", "CTC", "Video", "Whisper", "Wav2Vec")
 
@@ -43,7 +46,7 @@ class FrozenUpstreamReentrant(Rule):
                 )
             elif site.kind in (ApiKind.HF_ENABLE, ApiKind.HF_TRAINING_ARGS) and site.reentrant:
                 function = site.trainer_function if site.kind is ApiKind.HF_TRAINING_ARGS else site.enclosing_function
-                freeze = self.frozen_model(model, site.receiver, function)
+                freeze = self.frozen_model(model, site.receiver, function, site.enclosing_class)
                 if freeze is not None:
                     frozen = (
                         f"parameters are frozen but for its adapters by PEFT (line {freeze.line}), which hooks the embedding "
@@ -69,16 +72,22 @@ class FrozenUpstreamReentrant(Rule):
                     )
 
     @staticmethod
-    def frozen_model(model: FileModel, receiver: Optional[Value], enclosing_function: Optional[str]) -> Optional[Freeze]:
+    def frozen_model(model: FileModel, receiver: Optional[Value], enclosing_function: Optional[str], enclosing_class: Optional[str]) -> Optional[Freeze]:
         if isinstance(receiver, Instance):
             ctor = receiver.ctor
         elif isinstance(receiver, ModuleObject) and len(receiver.classes) == 1:
             ctor = receiver.classes[0]
         else:
             return None
-        function = (enclosing_function or "").removeprefix(model.module + ".").split(".", 1)[0]
-        freeze = model.index.instance_freeze(model.module, function, ctor)
-        if freeze is None or freeze.input_grad_hook or not inputs_frozen(freeze, _library_class(model, freeze.wrapped or ctor)):
+        held = HELD.fullmatch(receiver.origin) if isinstance(receiver, ModuleObject) and enclosing_class else None
+        if held:
+            # A model the class holds (`self.model`, a LightningModule's): frozen by the class's code.
+            freeze: Optional[Freeze] = model.index.freeze_of(enclosing_class)
+            holder = held.group(1)
+        else:
+            function = (enclosing_function or "").removeprefix(model.module + ".").split(".", 1)[0]
+            freeze, holder = model.index.instance_freeze(model.module, function, ctor), ""
+        if freeze is None or freeze.input_grad_hook or not inputs_frozen(freeze, _library_class(model, freeze.wrapped or ctor), holder):
             return None
         if transformers_default_reentrant(model.versions.transformers) or freeze.hook_undone:
             return freeze  # 4.x adds the hook only with PEFT; disabling it or swapping embeddings drops it

@@ -165,3 +165,13 @@ def test_vit_with_the_class_token_or_positions_trainable_trains_every_layer(buil
     assert all(p.grad is not None for layer in vit_layers(model) for p in layer.parameters())
     assert model.vit.embeddings.position_embeddings.grad is not None
     assert NO_INPUT_GRAD_WARNING not in warning_texts(capture_warnings)
+
+
+@pytest.mark.parametrize(("holder", "trains"), [("FrozenEmbeddingsTuner", False), ("HookedEmbeddingsTuner", True)])
+def test_a_held_vit_frozen_by_its_holder(holder, trains, real_transformers):
+    parts = load_fixture("hf_frozen_parts", transformers_module=real_transformers)
+    torch.manual_seed(0)
+    model = getattr(parts, holder)().train()
+    model(torch.randn(2, 3, 8, 8)).sum().backward()
+    layer = list(vit_layers(model)[0].parameters())
+    assert all((p.grad is not None) == trains for p in layer)
