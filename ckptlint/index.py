@@ -1566,7 +1566,7 @@ class ProjectIndex:
 
     def _freeze_of(self, class_qualname: str) -> tuple[Freeze, frozenset[str]]:
         canonical = self.canonical(class_qualname)
-        init = self._method_effect(canonical, "__init__", 0, own=True)
+        init = self._method_effect(canonical, "__init__", 0)  # an inherited `__init__` runs too
         if self._instance_steps is None:
             self._instance_steps = {}
             for m in self.modules.values():

@@ -1155,3 +1155,34 @@ def test_a_transformers_model_a_class_holds_is_frozen_by_the_class_code():
                 self.model.gradient_checkpointing_enable()
         """
     assert findings(body, transformers="4.57") == {(7, "CKPT005")}
+
+
+def test_what_a_method_returns_reaches_the_checkpoint_unless_a_subclass_defines_it_again():
+    body = """
+        class Prepared(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList([nn.Linear(4, 4)])
+            def forward(self, x):
+                h = self.prepare(x)
+                return checkpoint(self.blocks[0], h, use_reentrant=True)
+            def prepare(self, x):
+                return x.float() * 2
+        class Overridable(Prepared):
+            def forward(self, x):
+                h = self.lift(x)
+                return checkpoint(self.blocks[0], h, use_reentrant=True)
+            def lift(self, x):
+                return x * 2
+        class Lifted(Overridable):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 4)
+            def lift(self, x):
+                return self.proj(x)
+        def main():
+            x = torch.randn(2, 4)
+            Prepared()(x).sum().backward()
+            Lifted()(x).sum().backward()
+        """
+    assert findings(body) == {(8, "CKPT001")}

@@ -35,6 +35,7 @@ from ckptlint.model.values import (
     Instance,
     Items,
     Lambda,
+    LocalFunction,
     ModuleObject,
     Partial,
     Pieces,
@@ -158,6 +159,9 @@ class Evaluation:
         func = self.evaluate(node.func)
         if isinstance(func, SYMBOLIC):
             return CallOf(func, tuple(self.evaluate(a.value) for a in node.args if not a.keyword and not a.star), Spelling("`{}`", node))
+        if isinstance(func, LocalFunction) and func.node is None:
+            # `self.encode(ids)`: what the method returns, once its summary is bound to this call.
+            return CallOf(func, (), Spelling("`{}`", node), node)
         if isinstance(func, ModuleObject):
             returned = self.returned_items(func)
             if returned is not None:

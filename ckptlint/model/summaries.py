@@ -33,6 +33,7 @@ from ckptlint.model.values import (
     Grad,
     Instance,
     Items,
+    LocalFunction,
     ModuleObject,
     OneOf,
     Param,
@@ -114,7 +115,7 @@ class Resolver:
         for nested in owner.wrapper_calls:
             if nested.enclosing_function == wrapper.target:
                 inner.extend(self.instantiate(nested, depth + 1))
-        binding = _Binding(facts, wrapper)
+        binding = _Binding(facts, wrapper.call, wrapper)
         return [binding.site(site) for site in inner]
 
     def site(self, site: CheckpointSite) -> CheckpointSite:
@@ -224,6 +225,8 @@ class Resolver:
         if isinstance(value, AttributeOf):
             return self.attribute(self.value(value.base, depth), value.attr)
         if isinstance(value, CallOf):
+            if isinstance(value.callee, LocalFunction) and value.call is not None:
+                return self.returned(value.callee.qualname, value.call, depth)
             callee = self.value(value.callee, depth)
             inputs = tuple(self.value(v, depth) for v in value.inputs)
             if isinstance(callee, ModuleObject):
@@ -244,6 +247,25 @@ class Resolver:
         if isinstance(value, Defaulted):
             return defaulted(self.value(value.value, depth), self.value(value.fallback, depth), value.falsy)
         return value
+
+    def returned(self, qualname: str, node: cst.CSTNode, depth: int) -> Value:
+        """What the method `qualname` returns to the call `node`: its summary's return value with its
+        parameters bound to the call's arguments (unknown past the depth bound)."""
+        facts = self.facts(qualname)
+        if facts is None or facts.returns is None or depth >= _MAX_DEPTH or self.overridden(qualname):
+            return UNKNOWN
+        # The call is in the model that evaluated it: this one, or a caller's.
+        here = ((self.model, c) for c in self.model.calls.get(qualname, ()))
+        call = next((c for _, c in (*here, *(self.callers(qualname) or ())) if c.node is node), None)
+        if call is None:
+            return UNKNOWN
+        return self.value(_Binding(facts, call).value(facts.returns), depth + 1)
+
+    def overridden(self, method: str) -> bool:
+        """Whether a project subclass of the method's class defines it again: `self.method()` may run
+        that one instead."""
+        owner, _, name = method.rpartition(".")
+        return any(name in summary.methods for sub in self.model.index.subclasses(owner) if (summary := self.model.index.class_(sub)) is not None)
 
     def partial(self, value: Partial, depth: int) -> Value:
         func = self.value(value.func, depth)
@@ -360,18 +382,18 @@ def bind(facts: FunctionFacts, call: CallRecord, name: str) -> Value:
 
 
 class _Binding:
-    """A wrapper's parameters bound to one call's arguments."""
+    """A function's parameters bound to one call's arguments (a wrapper's, with the module called)."""
 
-    def __init__(self, facts: FunctionFacts, wrapper: WrapperCall) -> None:
-        self.facts, self.wrapper = facts, wrapper
+    def __init__(self, facts: FunctionFacts, call: CallRecord, wrapper: Optional[WrapperCall] = None) -> None:
+        self.facts, self.call, self.wrapper = facts, call, wrapper
 
     def value(self, value: Value) -> Value:
         if isinstance(value, Param):
             if value.function != self.facts.qualname:
                 return value
-            if value.name == "self" and self.wrapper.module is not None:
+            if value.name == "self" and self.wrapper is not None and self.wrapper.module is not None:
                 return self.wrapper.module
-            return bind(self.facts, self.wrapper.call, value.name)
+            return bind(self.facts, self.call, value.name)
         if isinstance(value, Derived):
             return replace(value, sources=tuple(self.value(s) for s in value.sources))
         if isinstance(value, ElementOf):
@@ -398,7 +420,8 @@ class _Binding:
 
     def site(self, site: CheckpointSite) -> CheckpointSite:
         """The wrapper's site as this call runs it, reported at the call."""
-        wrapper, call = self.wrapper, self.wrapper.call
+        wrapper, call = self.wrapper, self.call
+        assert wrapper is not None
         inputs = [self.value(v) for v in site.input_values]
         stars = []
         for star in site.star_values:

@@ -210,11 +210,13 @@ class AttributeOf:
 
 @dataclass(frozen=True, eq=False)
 class CallOf:
-    """What calling `callee` (a module or function held by a parameter) returns."""
+    """What calling `callee` (a module or function held by a parameter, or a method of the object:
+    then `call` is the call, whose arguments bind the method's summary) returns."""
 
     callee: "Value"
     inputs: tuple["Value", ...]
     origin: Union[str, Spelling]
+    call: Optional[cst.CSTNode] = None
 
 
 @dataclass(frozen=True)
