@@ -265,6 +265,9 @@ class ModuleSummary:
     # `.fit`): this module's own classes that nothing builds as submodules are such models.
     trains: bool = False
     blocks: list[Block] = field(default_factory=list)
+    # Top-level functions that return an object they build (`def build_model(): model = Net(); ...;
+    # return model`): function -> that object's constructor (its steps: instance_key(function, ctor)).
+    builders: dict[str, str] = field(default_factory=dict)
     digest: str = field(default="", compare=False)
 
     def to_json(self) -> dict:
@@ -307,6 +310,7 @@ class ModuleSummary:
             forwarding=data["forwarding"],
             models=tuple(data["models"]),
             trains=data["trains"],
+            builders=data["builders"],
             blocks=[
                 Block(
                     b["start"], b["end"], b["definition"], b["binds"], b["refs"], b["attrs"], b["stashes"],
@@ -337,6 +341,21 @@ def _positionless(data: object) -> object:
     if isinstance(data, (list, tuple)):
         return [_positionless(v) for v in data]
     return data
+
+
+def _returned_name(body: list[ast.stmt]) -> Optional[str]:
+    """The name a function body ends by returning (`return model`)."""
+    last = body[-1] if body else None
+    return last.value.id if isinstance(last, ast.Return) and isinstance(last.value, ast.Name) else None
+
+
+def _built_as(body: list[ast.stmt], name: str) -> Optional[ast.expr]:
+    """The value `name` is last bound to by a plain top-level assignment of the body."""
+    value = None
+    for stmt in body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == name:
+            value = stmt.value
+    return value
 
 
 def instance_key(function: str, ctor: str) -> str:
@@ -417,6 +436,7 @@ class _Summarizer:
         self.path = path
         self.instance_freezes: dict[str, list[FreezeStep]] = {}
         self.param_freezes: dict[str, dict[str, list[FreezeStep]]] = {}
+        self.builders: dict[str, str] = {}
         for stmt in _module_level(tree.body):
             if isinstance(stmt, ast.ClassDef):
                 classes[stmt.name] = self.summarize_class(stmt)
@@ -433,7 +453,7 @@ class _Summarizer:
         hf_enables = _hf_enables(tree) if "checkpointing_enable" in source else []
         return ModuleSummary(
             self.module, path, self.is_package, dict(self.imports), classes, tuple(functions), aliases, self.instance_freezes,
-            self.param_freezes, hf_enables, built, self.forwarding, models, self.trains, blocks,
+            self.param_freezes, hf_enables, built, self.forwarding, models, self.trains, blocks, self.builders,
         )
 
     def may_freeze(self, node: ast.stmt) -> bool:
@@ -489,6 +509,10 @@ class _Summarizer:
         steps, instances = self.object_steps(body, params, track=True)
         if any(steps[p] for p in params):
             self.param_freezes[function] = {p: steps[p] for p in params}
+        returned = _returned_name(body)
+        made = _built_as(body, returned) if function and returned else None
+        if made is not None and (made_ctor := self.constructed(made)) is not None:
+            self.builders[function] = made_ctor[0]
         for ctor, built in instances:
             if built:
                 self.instance_freezes[instance_key(function, ctor)] = built
@@ -1598,11 +1622,32 @@ class ProjectIndex:
         its module-level code) by the time the function ends; None when nothing may freeze it."""
         freezes = self.modules[module].instance_freezes
         steps = freezes.get(instance_key(function, ctor)) or freezes.get(instance_key("", ctor))
-        if steps is None:
+        built = self._built_by(ctor)
+        if built is None:
+            # `model = build_model()` folded into a library model: the steps on what a builder called here returned.
+            built = next((b for key in freezes if key.startswith(f"{function}|") and (b := self._built_by(key.split("|", 1)[1])) and b[2] == ctor), None)
+            steps = freezes.get(instance_key(function, built[0])) if built is not None else steps
+        if steps is None and built is None:
             return None
-        freeze, paths = self._fold(steps, self.canonical(ctor), 0)
+        start = None
+        if built is not None:
+            # `model = build_model()`: what the builder did to the object it returns comes first.
+            start = self.instance_freeze(built[1], built[0].rsplit(".", 1)[-1], built[2])
+        freeze, paths = self._fold(steps or [], self.canonical(built[2] if built else ctor), 0, start)
         self.cited |= paths
         return freeze
+
+    def builds(self, function: str) -> Optional[str]:
+        """The constructor of the object a project function builds and returns (None: not a builder)."""
+        built = self._built_by(function)
+        return built[2] if built is not None else None
+
+    def _built_by(self, function: str) -> Optional[tuple[str, str, str]]:
+        """(the function, its module, the constructor of what it returns) for a project function that
+        returns an object it builds."""
+        module, name = self.split(self.canonical(function))
+        ctor = module.builders.get(name) if module is not None else None
+        return (self.canonical(function), module.name, ctor) if ctor is not None else None
 
     def _fold(self, steps: list[FreezeStep], owner: Optional[str], depth: int, start: Optional[Freeze] = None) -> tuple[Freeze, frozenset[str]]:
         """The freezing of an object of class `owner` after `steps`, and the files whose lines it cites."""

@@ -1186,3 +1186,25 @@ def test_what_a_method_returns_reaches_the_checkpoint_unless_a_subclass_defines_
             Lifted()(x).sum().backward()
         """
     assert findings(body) == {(8, "CKPT001")}
+
+
+def test_a_model_a_builder_function_returns_carries_what_the_builder_froze():
+    body = """
+        from transformers import Trainer, TrainingArguments, ViTForImageClassification
+        def build(config):
+            model = ViTForImageClassification(config)
+            model.vit.embeddings.requires_grad_(False)
+            return model
+        def build_hooked(config):
+            model = build(config)
+            model.enable_input_require_grads()
+            return model
+        def fine_tune(config, dataset):
+            model = build(config)
+            args = TrainingArguments(output_dir="out", gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": True})
+            Trainer(model=model, args=args, train_dataset=dataset).train()
+        def fine_tune_hooked(config):
+            model = build_hooked(config)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+        """
+    assert findings(body) == {(13, "CKPT005")}

@@ -87,6 +87,7 @@ class FrozenUpstreamReentrant(Rule):
         else:
             function = (enclosing_function or "").removeprefix(model.module + ".").split(".", 1)[0]
             freeze, holder = model.index.instance_freeze(model.module, function, ctor), ""
+        ctor = model.index.builds(ctor) or ctor  # `model = build_model()`: the model it builds
         if freeze is None or freeze.input_grad_hook or not inputs_frozen(freeze, _library_class(model, freeze.wrapped or ctor), holder):
             return None
         if transformers_default_reentrant(model.versions.transformers) or freeze.hook_undone:

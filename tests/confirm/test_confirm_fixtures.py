@@ -73,6 +73,7 @@ EVIDENCE = {
     ("rl_rollouts.py", 31, "CKPT004"): [r"return value: int64\[2, 14\] \[.*\] with checkpointing after backward; int64\[2, 14\] \[.*\] without", r"example rollout_in_train_mode\(\)"],
     ("rl_rollouts.py", 71, "CKPT004"): [r"return value: int64\[2, 14\] \[.*\] with checkpointing after backward; int64\[2, 14\] \[.*\] without", r"example warm_up_and_sample\(\)"],
     ("rl_rollouts.py", 62, "CKPT004"): [r"return value: None with checkpointing after backward; DynamicCache of 2 without"],
+    ("train.py", 10, "CKPT005"): [r"vit\.layers\.0\.attention\.q_proj\.weight: grad None with checkpointing"],
     ("model.py", 38, "CKPT005"): [r"blocks\.0\.\S+: grad None with checkpointing", r"ran train\.py's `if __name__ == \"__main__\":` block"],
     ("method_returns.py", 25, "CKPT005"): [r"blocks\.0\.0\.weight: grad None with checkpointing"],
     ("method_returns.py", 47, "CKPT001"): [r"blocks\.0\.weight: grad None with checkpointing"],
