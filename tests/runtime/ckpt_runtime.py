@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import importlib
 import importlib.util
 import itertools
 import sys
@@ -39,6 +40,18 @@ _counter = itertools.count()
 
 
 # --- loading fixtures ---------------------------------------------------------------------------
+
+
+def load_fixture_package(folder: str, *modules: str) -> list[types.ModuleType]:
+    """fixtures/<folder> as a fresh package (its modules import each other relatively), and its
+    `modules` imported from it."""
+    name = f"ckptlint_runtime_{folder.replace('/', '_')}_{next(_counter)}"
+    path = FIXTURES / folder
+    spec = importlib.util.spec_from_file_location(name, path / "__init__.py", submodule_search_locations=[str(path)])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[name] = package
+    spec.loader.exec_module(package)
+    return [importlib.import_module(f"{name}.{module}") for module in modules]
 
 
 def load_fixture(name: str, transformers_module=None) -> types.ModuleType:

@@ -2,29 +2,16 @@
 attention queries and classifier, checkpointed reentrantly, trains no query; the builder that also
 hooks the input-embedding output trains them all."""
 
-import importlib
-import importlib.util
-import itertools
-import sys
-
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from ckpt_runtime import FIXTURES  # noqa: E402
-
-_counter = itertools.count()
+from ckpt_runtime import load_fixture_package  # noqa: E402
 
 
 def load_train():
-    name = f"ckptlint_runtime_hf_builder_{next(_counter)}"
-    folder = FIXTURES / "crossfile" / "hf_builder"
-    spec = importlib.util.spec_from_file_location(name, folder / "__init__.py", submodule_search_locations=[str(folder)])
-    package = importlib.util.module_from_spec(spec)
-    sys.modules[name] = package
-    spec.loader.exec_module(package)
-    return importlib.import_module(f"{name}.train")
+    return load_fixture_package("crossfile/hf_builder", "train")[0]
 
 
 @pytest.mark.parametrize(("fine_tune", "trains"), [("fine_tune", False), ("fine_tune_hooked", True)])

@@ -8,28 +8,16 @@ collects: checkpointed by `encoder.py`, every map is appended twice (CKPT007, re
 layers.py, whatever file is named).
 """
 
-import importlib.util
-import itertools
-import sys
-
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from ckpt_runtime import FIXTURES, assert_same_grads, grads, no_checkpointing  # noqa: E402
-
-_counter = itertools.count()
+from ckpt_runtime import assert_same_grads, grads, load_fixture_package, no_checkpointing  # noqa: E402
 
 
 def load_text_package():
-    """fixtures/crossfile/text as a fresh package (its modules import each other relatively)."""
-    name = f"ckptlint_runtime_text_{next(_counter)}"
-    folder = FIXTURES / "crossfile" / "text"
-    spec = importlib.util.spec_from_file_location(name, folder / "__init__.py", submodule_search_locations=[str(folder)])
-    package = importlib.util.module_from_spec(spec)
-    sys.modules[name] = package
-    spec.loader.exec_module(package)
-    return importlib.import_module(f"{name}.layers"), importlib.import_module(f"{name}.encoder"), importlib.import_module(f"{name}.train")
+    """fixtures/crossfile/text: its layers, encoder and training script."""
+    return load_fixture_package("crossfile/text", "layers", "encoder", "train")
 
 
 def test_the_layer_checkpointing_its_input_trains_as_without_checkpointing():
