@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from ckptlint.model.apis import (
     AUTOGRAD_FUNCTIONS,
+    CHECKPOINT_WRAPPER,
     ENABLE_GRAD,
     HF_CHECKPOINT_FUNC_ATTR,
     HF_GC_LAYER,
@@ -30,6 +31,7 @@ from ckptlint.model.sites import ApiKind
 from ckptlint.model.torch_knowledge import MODULE_BASES, MODULE_SELF_METHODS
 from ckptlint.names import absolute_module, import_bindings, resolve_dotted
 from ckptlint.syntax import check_future_imports
+from ckptlint.wrapped_modules import ActivationWrap, activation_wraps
 
 Literal = Union[bool, int, float, str, None]
 CONTAINERS = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"})
@@ -254,6 +256,8 @@ class ModuleSummary:
     hf_enables: list[tuple[int, Optional[bool]]] = field(default_factory=list)
     # Classes built or passed around by helper functions (`return Block(...)`, registries): submodules.
     factory_built: tuple[str, ...] = ()
+    # Modules wrapped here by torch.distributed's checkpoint wrappers: each call of one is a site.
+    activation_wraps: list[ActivationWrap] = field(default_factory=list)
     # Calls that hand a function's own callable on (`checkpoint(fn, *args)` in `def run(fn, *args)`):
     # function or "Class.method" -> [callee as spelled (qualified), what is handed: "param:NAME",
     # "self" (the module itself) or "self.ATTR"]. The index decides which are checkpoint wrappers.
@@ -307,6 +311,7 @@ class ModuleSummary:
             param_freezes={f: {p: _steps_from_json(steps) for p, steps in params.items()} for f, params in data["param_freezes"].items()},
             hf_enables=[tuple(e) for e in data["hf_enables"]],
             factory_built=tuple(data["factory_built"]),
+            activation_wraps=[ActivationWrap(**{**w, "classes": tuple(w["classes"])}) for w in data["activation_wraps"]],
             forwarding=data["forwarding"],
             models=tuple(data["models"]),
             trains=data["trains"],
@@ -451,9 +456,10 @@ class _Summarizer:
         self.forwarding: dict[str, list[list[str]]] = {}
         blocks, built, models = self.scan(tree)
         hf_enables = _hf_enables(tree) if "checkpointing_enable" in source else []
+        wraps = activation_wraps(tree, self.qualify, self.module) if "checkpoint_wrapper" in source or "apply_activation_checkpointing" in source else []
         return ModuleSummary(
             self.module, path, self.is_package, dict(self.imports), classes, tuple(functions), aliases, self.instance_freezes,
-            self.param_freezes, hf_enables, built, self.forwarding, models, self.trains, blocks, self.builders,
+            self.param_freezes, hf_enables, built, wraps, self.forwarding, models, self.trains, blocks, self.builders,
         )
 
     def may_freeze(self, node: ast.stmt) -> bool:
@@ -773,6 +779,8 @@ class _Summarizer:
             if ctor in CONTAINERS or ctor == "collections.OrderedDict":
                 for arg in value.args:
                     yield from self.constructors(arg, local_elements)
+            elif ctor == CHECKPOINT_WRAPPER and value.args:
+                yield from self.constructors(value.args[0], local_elements)  # the wrapper runs (and forwards to) the module
             elif ctor:
                 yield ctor
         elif isinstance(value, (ast.List, ast.Tuple, ast.Set)):
@@ -1469,6 +1477,7 @@ class ProjectIndex:
         self._instance_steps: Optional[dict[str, list[list[FreezeStep]]]] = None
         self._call_effects: dict[tuple[str, str, str, Optional[str]], tuple[Freeze, frozenset[str]]] = {}
         self._hf_enable: Optional[list[tuple[str, int]]] = None
+        self._wrapped: Optional[dict[str, list[tuple[str, ActivationWrap]]]] = None
         self._canonical: dict[str, str] = {}
         self._split: dict[str, tuple[Optional[ModuleSummary], str]] = {}
         self._subclass: dict[tuple[str, frozenset[str]], bool] = {}
@@ -1716,6 +1725,23 @@ class ProjectIndex:
         if found is not None:
             self.cited.add(found[0])
         return found
+
+    def activation_wraps(self, class_qualname: str) -> list[tuple[str, ActivationWrap]]:
+        """Where the project wraps modules of this class (of the project) with a checkpoint wrapper:
+        (path, wrap) in path order."""
+        if self._wrapped is None:
+            self._wrapped = {}
+            for module in sorted(self.modules.values(), key=lambda m: m.path):
+                for wrap in module.activation_wraps:
+                    if wrap.owner:
+                        binding = self.attribute(self.canonical(wrap.owner), wrap.attr)
+                        classes = binding.constructors if binding is not None else ()
+                    else:
+                        classes = wrap.classes
+                    for cls in dict.fromkeys(self.canonical(c) for c in classes):
+                        if self.class_(cls) is not None:
+                            self._wrapped.setdefault(cls, []).append((module.path, wrap))
+        return self._wrapped.get(class_qualname, [])
 
     def caller_blocks(self, target: str) -> Optional[list[tuple[ModuleSummary, Optional[str]]]]:
         """Top-level statements that may call `target` (a function, or a method of a class), as

@@ -90,9 +90,9 @@ def checkpoint_names(summary: ModuleSummary, index: ProjectIndex, settings: Sett
 
 
 def _checkpointing_class(index: ProjectIndex, qualname: str) -> bool:
-    """Calling an instance is a checkpoint site: a transformers checkpointing layer, or a module
-    whose `__call__`/`forward` checkpoints itself or a module handed to it."""
-    return index.is_subclass(qualname, HF_GC_LAYER) or index.checkpointing_method(qualname) is not None
+    """Calling an instance is a checkpoint site: a transformers checkpointing layer, a module whose
+    `__call__`/`forward` checkpoints itself or a module handed to it, or one a checkpoint wrapper wraps."""
+    return index.is_subclass(qualname, HF_GC_LAYER) or index.checkpointing_method(qualname) is not None or bool(index.activation_wraps(qualname))
 
 
 def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, settings: Settings) -> SourceSlice:

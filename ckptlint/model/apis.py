@@ -40,6 +40,7 @@ _DIST = "torch.distributed.algorithms._checkpoint.checkpoint_wrapper"
 # checkpoint_wrapper(module, checkpoint_impl, checkpoint_fn=None, **checkpoint_fn_kwargs): the extra
 # keywords go to torch's checkpoint, or unchanged to `checkpoint_fn` (then checkpoint_impl is ignored).
 CHECKPOINT_WRAPPER = f"{_DIST}.checkpoint_wrapper"
+APPLY_ACTIVATION_CHECKPOINTING = f"{_DIST}.apply_activation_checkpointing"
 # What decides which submodules apply_activation_checkpointing wraps (auto_wrap_policy wins).
 WRAP_POLICY_CLASSES = {
     "torch.distributed.fsdp.wrap.ModuleWrapPolicy": 0,  # ModuleWrapPolicy({Block})
@@ -53,7 +54,7 @@ KNOWN_APIS: dict[str, CheckpointApi] = _apis(
     CheckpointApi("torch.utils.checkpoint.checkpoint_sequential", ApiKind.SEQUENTIAL, takes_flag=True, inputs_from=2),
     # checkpoint_wrapper defaults to CheckpointImpl.NO_REENTRANT (torch >= 2.0).
     CheckpointApi(CHECKPOINT_WRAPPER, ApiKind.MODULE_WRAPPER, default_reentrant=False, default_source="checkpoint_wrapper default CheckpointImpl.NO_REENTRANT"),
-    CheckpointApi(f"{_DIST}.apply_activation_checkpointing", ApiKind.APPLY_WRAPPER, default_reentrant=False, default_source="apply_activation_checkpointing default wrapper (CheckpointImpl.NO_REENTRANT)"),
+    CheckpointApi(APPLY_ACTIVATION_CHECKPOINTING, ApiKind.APPLY_WRAPPER, default_reentrant=False, default_source="apply_activation_checkpointing default wrapper (CheckpointImpl.NO_REENTRANT)"),
     CheckpointApi("torch.distributed._composable.checkpoint_activation.checkpoint", ApiKind.MODULE_WRAPPER, default_reentrant=False, default_source="composable checkpoint is always non-reentrant"),
     CheckpointApi("torch.distributed._composable.checkpoint", ApiKind.MODULE_WRAPPER, default_reentrant=False, default_source="composable checkpoint is always non-reentrant"),
     *(CheckpointApi(f"{m}.checkpoint", ApiKind.CHECKPOINT, default_reentrant=True, default_source="deepspeed's checkpoint is always reentrant") for m in _DEEPSPEED),

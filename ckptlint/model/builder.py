@@ -590,6 +590,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
                 self.record(site)
         elif isinstance(callee, ModuleObject) and any(self.index.is_subclass(c, HF_GC_LAYER) for c in callee.classes):
             self.record(self.hf_layer_site(node, callee))
+        elif isinstance(callee, ModuleObject) and (site := self.wrapped_module_site(node, callee)) is not None:
+            self.record(site)
 
     def draws_nothing(self, name: str, node: cst.Call) -> bool:
         """A dropout call whose `p` is a literal 0 or whose training flag is a literal False."""
@@ -717,7 +719,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         self.sites.append(site)
         if site.kind is not ApiKind.HF_TRAINING_ARGS:  # TrainingArguments evaluate to the object a Trainer is handed
             self.call_values[id(site.call)] = self.checkpoint_output(site)
-        if site.kind.runs_checkpoint:
+        if site.kind.runs_checkpoint and site.kind is not ApiKind.WRAPPED_MODULE_CALL:  # that call was noted as it is spelled
             self.note_checkpointed_call(site)
 
     def checkpoint_output(self, site: CheckpointSite) -> Value:

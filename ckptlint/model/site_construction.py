@@ -282,6 +282,44 @@ class SiteConstruction:
             keyword_values=tuple(self.evaluate(a.value) for a in keywords), fresh_keywords=fresh,
         )
 
+    def wrapped_module_site(self, node: cst.Call, module: ModuleObject) -> Optional[CheckpointSite]:
+        """A call of a module that checkpoint_wrapper (or apply_activation_checkpointing) wraps
+        somewhere in the project: it runs torch's checkpoint on its arguments, in the wrapper's mode.
+        Under CheckpointImpl.REENTRANT the wrapper packs keyword arguments into positional checkpoint
+        inputs (torch 2.13's checkpoint_wrapper.py), so they count as inputs, not keywords."""
+        if module.container or not module.classes:
+            return None
+        wraps = {cls: self.index.activation_wraps(cls) for cls in module.classes}
+        found = [(path, wrap) for per_class in wraps.values() for path, wrap in per_class]
+        if not found:
+            return None
+        modes = {wrap.reentrant for _, wrap in found}
+        preserves = {wrap.preserve_rng_state for _, wrap in found}
+        # A class some of whose instances may go unwrapped, or wraps that disagree: the mode is unknown.
+        reentrant = modes.pop() if len(modes) == 1 and all(wraps.values()) else None
+        path, wrap = found[0]
+        self.index.cited.add(path)
+        where = f"{wrap.how} wraps {wrap.describe()} with {wrap.impl} ({path}:{wrap.line})"
+        if reentrant is None:
+            where += ", but other wraps of its class differ or some of its instances may be unwrapped"
+        mode = Mode(reentrant, FlagStatus.FIXED, where)
+        arguments = self.arguments(node.args)
+        keywords = tuple(n for (_, n, status) in arguments.keywords.values() if status is FlagStatus.EXPLICIT and isinstance(n, cst.Arg))
+        positional = tuple(self.evaluate(a.value) for a in arguments.positional if not a.star)
+        if reentrant:
+            inputs, reaching = arguments.positional + keywords, ()
+            input_values = positional + tuple(value for value, _, _ in arguments.keywords.values())
+        else:
+            inputs, reaching, input_values = arguments.positional, keywords, positional
+        return CheckpointSite(
+            ApiKind.WRAPPED_MODULE_CALL, CHECKPOINT_WRAPPER, node, mode, module, inputs, reaching,
+            preserve_rng_state=preserves.pop() if len(preserves) == 1 else None,
+            input_values=input_values,
+            keyword_values=tuple(self.evaluate(a.value) for a in reaching),
+            has_star_args=arguments.has_star_args or arguments.unresolved_kwargs,
+            callee_has_parameters=self.flow.has_parameters(module.classes),
+        )
+
     def hf_enable_site(self, node: cst.Call, method: str) -> CheckpointSite:
         keyword = HF_ENABLE_METHODS[method]
         arguments = self.arguments(node.args)

@@ -21,12 +21,13 @@ class ApiKind(enum.Enum):
     HF_ENABLE = "hf_enable"  # model.gradient_checkpointing_enable(...)
     HF_TRAINING_ARGS = "hf_training_arguments"  # TrainingArguments(gradient_checkpointing=True, ...)
     HF_LAYER_CALL = "hf_layer_call"  # a GradientCheckpointingLayer called in a forward
+    WRAPPED_MODULE_CALL = "wrapped_module_call"  # a module torch.distributed's checkpoint_wrapper wraps, called
     PROJECT_WRAPPER = "project_wrapper"  # a wrapper named in `checkpoint-functions`
 
     @property
     def runs_checkpoint(self) -> bool:
         """The call itself executes a checkpointed region (rather than configuring one)."""
-        return self in (ApiKind.CHECKPOINT, ApiKind.SEQUENTIAL, ApiKind.HF_FUNC, ApiKind.PROJECT_WRAPPER)
+        return self in (ApiKind.CHECKPOINT, ApiKind.SEQUENTIAL, ApiKind.HF_FUNC, ApiKind.PROJECT_WRAPPER, ApiKind.WRAPPED_MODULE_CALL)
 
 
 # --- modes and sites ----------------------------------------------------------------------------

@@ -48,6 +48,15 @@ def spelled(node: cst.CSTNode, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def non_reentrant_advice(site: "CheckpointSite") -> str:
+    """How to switch this site to non-reentrant mode, where its mode is decided."""
+    from ckptlint.model.sites import ApiKind
+
+    if site.kind is ApiKind.WRAPPED_MODULE_CALL:
+        return "wrap it with `checkpoint_impl=CheckpointImpl.NO_REENTRANT` (checkpoint_wrapper's default)"
+    return "pass `use_reentrant=False`"
+
+
 def callee_name(site: "CheckpointSite") -> str:
     from ckptlint.model.values import Lambda, LocalFunction, ModuleObject, Partial, Ref
 

@@ -12,7 +12,7 @@ from ckptlint.model.hf_frozen_inputs import inputs_frozen
 from ckptlint.model.hf_upstream import CLASSES
 from ckptlint.model.sites import ApiKind
 from ckptlint.model.values import Instance, ModuleObject, Value
-from ckptlint.rules import Diagnostic, Rule, callee_name
+from ckptlint.rules import Diagnostic, Rule, callee_name, non_reentrant_advice
 from ckptlint.rules.inputs_cannot_require_grad import no_grad_inputs
 from ckptlint.versions import transformers_default_reentrant
 
@@ -40,7 +40,7 @@ class FrozenUpstreamReentrant(Rule):
                     f"reentrant checkpoint of `{callee_name(site)}` gets no input that can require grad because upstream "
                     f"parameters are frozen: {inputs[0].origin}. Trainable parameters inside get no gradient, or backward "
                     f"fails with \"element 0 of tensors does not require grad\"; {site.mode.reason}",
-                    "pass `use_reentrant=False`, or make the frozen layer's output require grad "
+                    f"{non_reentrant_advice(site)}, or make the frozen layer's output require grad "
                     "(`enable_input_require_grads()` or a forward hook calling `output.requires_grad_(True)`)",
                     fixes=non_reentrant(site),
                 )

@@ -8,7 +8,7 @@ from ckptlint.findings import Severity
 from ckptlint.fixes import non_reentrant
 from ckptlint.model.sites import CheckpointSite
 from ckptlint.model.values import Grad, Tensor
-from ckptlint.rules import Diagnostic, Rule, callee_name
+from ckptlint.rules import Diagnostic, Rule, callee_name, non_reentrant_advice
 
 if TYPE_CHECKING:
     from ckptlint.model.file_model import FileModel
@@ -40,7 +40,7 @@ class InputsCannotRequireGrad(Rule):
                 f"reentrant checkpoint of `{callee_name(site)}` gets no input that can require grad: {inputs[0].origin}. "
                 f"The parameters inside get `.grad = None` and never train (torch only warns \"None of the inputs have "
                 f"requires_grad=True\"); {site.mode.reason}",
-                "don't checkpoint the first block on raw data (start from the second block), pass `use_reentrant=False`, "
+                f"don't checkpoint the first block on raw data (start from the second block), {non_reentrant_advice(site)}, "
                 "or call `.requires_grad_()` on the input first",
                 fixes=non_reentrant(site),
             )

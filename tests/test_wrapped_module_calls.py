@@ -1,0 +1,222 @@
+"""Calls of modules torch.distributed's checkpoint wrappers wrap are checkpoint sites, in the wrapper's
+mode, however the wrapping is spelled (tests/runtime/test_reentrant_wrapped_blocks_runtime.py
+measures the symptom)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from conftest import lint_text
+
+from test_incremental import check, findings
+
+HEADER = """\
+import functools
+
+from torch import nn
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper
+from torch.distributed.fsdp.wrap import ModuleWrapPolicy, transformer_auto_wrap_policy
+from torch.utils.checkpoint import checkpoint
+
+reentrant = functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.REENTRANT)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, scale=None):
+        return self.fc(x) if scale is None else self.fc(x) * scale
+"""
+
+NET = HEADER + """
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(4, 4)
+        self.blocks = nn.ModuleList([Block() for _ in range(2)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)  # the call
+        return x
+
+
+def build():
+    model = Net()
+{wrap}
+    return model
+"""
+
+REENTRANT_WRAPS = {
+    "comprehension, keyword impl": "model.blocks = nn.ModuleList([checkpoint_wrapper(b, checkpoint_impl=CheckpointImpl.REENTRANT) for b in model.blocks])",
+    "comprehension, positional impl": "model.blocks = nn.ModuleList([checkpoint_wrapper(b, CheckpointImpl.REENTRANT) for b in model.blocks])",
+    "indexed loop": "for i, b in enumerate(model.blocks):\n    model.blocks[i] = checkpoint_wrapper(b, checkpoint_impl=CheckpointImpl.REENTRANT)",
+    "one element": "model.blocks[0] = checkpoint_wrapper(model.blocks[0], CheckpointImpl.REENTRANT)",
+    "module-level partial": "model.blocks = nn.ModuleList([reentrant(b) for b in model.blocks])",
+    "check_fn": "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=lambda m: isinstance(m, Block))",
+    "check_fn tuple": "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=lambda m: isinstance(m, (Block, nn.LSTM)))",
+    "check_fn or": "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=lambda m: isinstance(m, nn.LSTM) or isinstance(m, Block))",
+    "local partial, policy": (
+        "wrapper = functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.REENTRANT)\n"
+        "apply_activation_checkpointing(model, checkpoint_wrapper_fn=wrapper, auto_wrap_policy=ModuleWrapPolicy({Block}))"
+    ),
+    "inline partial, transformer policy": (
+        "policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={Block})\n"
+        "apply_activation_checkpointing(\n"
+        "    model,\n"
+        "    checkpoint_wrapper_fn=functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.REENTRANT),\n"
+        "    auto_wrap_policy=policy,\n"
+        ")"
+    ),
+}
+
+NOT_REENTRANT_OR_UNKNOWN = {
+    "default impl": "model.blocks = nn.ModuleList([checkpoint_wrapper(b) for b in model.blocks])",
+    "NO_REENTRANT": "model.blocks = nn.ModuleList([checkpoint_wrapper(b, CheckpointImpl.NO_REENTRANT) for b in model.blocks])",
+    "default apply": "apply_activation_checkpointing(model, check_fn=lambda m: isinstance(m, Block))",
+    "custom checkpoint_fn": "model.blocks = nn.ModuleList([checkpoint_wrapper(b, checkpoint_fn=my_checkpoint) for b in model.blocks])",
+    "spread keywords": "model.blocks = nn.ModuleList([checkpoint_wrapper(b, **options) for b in model.blocks])",
+    "wrapped both ways": (
+        "model.blocks[0] = checkpoint_wrapper(model.blocks[0], CheckpointImpl.REENTRANT)\n"
+        "model.blocks[1] = checkpoint_wrapper(model.blocks[1], CheckpointImpl.NO_REENTRANT)"
+    ),
+    "classes the check_fn cannot tell": "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=should_wrap)",
+    "every submodule": "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant)",
+}
+
+
+def net_with(wrap: str) -> tuple[str, int]:
+    source = NET.format(wrap=textwrap.indent(wrap, "    "))
+    return source, next(number for number, line in enumerate(source.splitlines(), 1) if line.endswith("# the call"))
+
+
+@pytest.mark.parametrize("wrap", REENTRANT_WRAPS.values(), ids=REENTRANT_WRAPS.keys())
+def test_a_reentrantly_wrapped_block_fed_raw_input_is_reported_at_its_call(wrap):
+    source, line = net_with(wrap)
+    report = lint_text(source)
+    assert report.errors == []
+    assert [(f.line, f.code) for f in report.findings if f.code == "CKPT001"] == [(line, "CKPT001")]
+    (finding,) = [f for f in report.findings if f.code == "CKPT001"]
+    assert "CheckpointImpl.REENTRANT" in finding.message and "example.py:" in finding.message
+    assert "CheckpointImpl.NO_REENTRANT" in finding.help
+
+
+@pytest.mark.parametrize("wrap", NOT_REENTRANT_OR_UNKNOWN.values(), ids=NOT_REENTRANT_OR_UNKNOWN.keys())
+def test_non_reentrant_or_unknown_wrappers_report_nothing_at_the_call(wrap):
+    source, line = net_with(wrap)
+    report = lint_text(source)
+    assert report.errors == []
+    assert [f for f in report.findings if f.line == line] == []
+
+
+def test_a_block_wrapped_in_init_is_a_site_where_it_is_called():
+    source = HEADER + textwrap.dedent(
+        """
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.first = checkpoint_wrapper(Block(), checkpoint_impl=CheckpointImpl.REENTRANT)
+
+            def forward(self, x):
+                return self.first(x)
+
+
+        model = Net()
+        """
+    )
+    report = lint_text(source)
+    line = next(n for n, text in enumerate(source.splitlines(), 1) if "return self.first(x)" in text)
+    assert [(f.line, f.code) for f in report.findings] == [(line, "CKPT001")]
+
+
+def test_keywords_are_packed_into_reentrant_checkpoint_inputs():
+    """checkpoint_wrapper packs keywords into positional inputs under REENTRANT: a keyword that requires
+    grad makes the call fine (no CKPT003 either); raw data by keyword is still raw data."""
+    wrap = "model.blocks = nn.ModuleList([checkpoint_wrapper(b, CheckpointImpl.REENTRANT) for b in model.blocks])"
+    source, line = net_with(wrap)
+    gated = lint_text(source.replace("x = block(x)  # the call", "x = block(x, scale=self.gate(x))  # the call"))
+    assert [f for f in gated.findings if f.line == line] == []
+    raw = lint_text(source.replace("x = block(x)  # the call", "x = block(scale=x, x=x)  # the call"))
+    assert [(f.line, f.code) for f in raw.findings] == [(line, "CKPT001")]
+
+
+def test_a_frozen_embedding_in_front_of_wrapped_blocks_is_ckpt005():
+    source = HEADER + textwrap.dedent(
+        """
+
+        class LM(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 4)
+                self.embed.requires_grad_(False)
+                self.layers = nn.ModuleList([Block() for _ in range(2)])
+
+            def forward(self, tokens):
+                hidden = self.embed(tokens)
+                for layer in self.layers:
+                    hidden = layer(hidden)
+                return hidden
+
+
+        def build():
+            model = LM()
+            apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, auto_wrap_policy=ModuleWrapPolicy({Block}))
+            return model
+        """
+    )
+    report = lint_text(source)
+    line = next(n for n, text in enumerate(source.splitlines(), 1) if "hidden = layer(hidden)" in text)
+    assert [(f.line, f.code) for f in report.findings] == [(line, "CKPT005")]
+
+
+MODEL = """\
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block() for _ in range(2)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+"""
+
+TRAIN = """\
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
+
+from pkg.model import Net
+
+model = Net()
+for i, block in enumerate(model.blocks):
+    model.blocks[i] = checkpoint_wrapper(block, CheckpointImpl.REENTRANT)
+"""
+
+
+def test_blocks_wrapped_by_another_file_are_sites_in_the_model_file_and_follow_its_edits(project):
+    root = project({"pkg/__init__.py": "", "pkg/model.py": MODEL, "train.py": TRAIN})
+    first = check()
+    assert findings(first) == [("pkg/model.py", 20, "CKPT001")]
+    assert "(train.py:7)" in first["findings"][0]["message"]
+    (root / "train.py").write_text("import os\n\n" + TRAIN)
+    moved = check()
+    assert "(train.py:9)" in moved["findings"][0]["message"]
+    assert moved == check(cache=False)
+    (root / "train.py").write_text(TRAIN.replace("CheckpointImpl.REENTRANT", "CheckpointImpl.NO_REENTRANT"))
+    assert findings(check()) == []
