@@ -31,6 +31,12 @@ SITE_TEXT = re.compile(r"checkpoint\w*[\s)]*\(|checkpointing\w*\s*=(?!=)(?!\s*(?
 # helpers, whose parsing cost 8 % of a cold run on transformers, and CKPT008 does not follow the
 # model attributes (`self.teacher(x)`) such methods would call.
 GRAD_OFF_TEXT = re.compile(r"\bwith\b[^\n:]*\b(?:no_grad|inference_mode|set_grad_enabled)\b|^@[\w.]*\b(?:no_grad|inference_mode)\b", re.MULTILINE)
+# Checkpointing switched on in a class for a model other than itself (one it may keep on an
+# attribute): every method of that class may sample from the model, call it where autograd is off
+# (CKPT004, CKPT008 through `self.policy`) or switch its mode, so none is cut.
+HELD_MODEL_TEXT = re.compile(r"(?:\bself\.\w+|\b(?!self\b)\w+)\.(?:gradient|activation)_checkpointing_enable\s*\(")
+# In such a file, code that switches an attribute's mode (`trainer.policy.eval()`) is kept too.
+HELD_MODE_TEXT = re.compile(r"\.\w+\.(?:train|eval)\s*\(")
 # Line ends as `ast` counts them, so that index line numbers address these lines.
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
@@ -104,11 +110,13 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
     starts = [match.start() for match in matches]
     # A Trainer enables checkpointing on the model it is handed when its TrainingArguments say so.
     triggers = checkpoint_names(summary, index, settings) | {name for name, target in summary.imports.items() if index.canonical(target) in HF_TRAINERS}
-    site_lines = [bisect_right(starts, match.start()) for pattern in (_site_text(settings), GRAD_OFF_TEXT) for match in pattern.finditer(text)]
+    holder_lines = [bisect_right(starts, match.start()) for match in HELD_MODEL_TEXT.finditer(text)]
+    patterns = (_site_text(settings), GRAD_OFF_TEXT, HELD_MODE_TEXT) if holder_lines else (_site_text(settings), GRAD_OFF_TEXT)
+    site_lines = [bisect_right(starts, match.start()) for pattern in patterns for match in pattern.finditer(text)]
     needed = _needed_blocks(summary, index, triggers, site_lines)
     # Inside a class, a checkpoint name is spotted by its text.
     site_lines.extend(bisect_right(starts, offset) for offset in _word_offsets(text, triggers))
-    return _cut(text, summary, matches, needed, _unreached_members(summary, index, needed, site_lines))
+    return _cut(text, summary, matches, needed, _unreached_members(summary, index, needed, site_lines, holder_lines))
 
 
 def _word_offsets(text: str, words: set[str]) -> Iterator[int]:
@@ -182,15 +190,18 @@ def _closure(blocks: list[Block], seeds: list[int]) -> set[int]:
     return needed
 
 
-def _unreached_members(summary: ModuleSummary, index: ProjectIndex, needed: set[int], site_lines: list[int]) -> list[Member]:
+def _unreached_members(summary: ModuleSummary, index: ProjectIndex, needed: set[int], site_lines: list[int], holder_lines: list[int]) -> list[Member]:
     """Methods of the classes kept that nothing reaches: not forward, not called or read as an
     attribute by kept code, no site or checkpoint name in them, no state stored that kept code
-    reads, not reading the attributes that hold checkpointing layers."""
+    reads, not reading the attributes that hold checkpointing layers; in a class that switches
+    checkpointing on for a model it holds (`holder_lines`), none."""
     read = {attr for number in needed for part in (summary.blocks[number], *summary.blocks[number].members) for attr in part.attrs.split()}
     read.discard("__init__")
     unreached_all = []
     for number in needed:
         block = summary.blocks[number]
+        if any(block.start <= line <= block.end for line in holder_lines):
+            continue
         layers = _checkpointing_layer_attrs(summary, index, block.binds.split()) if block.members else set()
         unreached = [
             member

@@ -197,6 +197,11 @@ class _Recorder:
         self.outcome = outcome
         self.modules: list[Optional[int]] = []  # per record: id() of the checkpointed module
 
+    def __deepcopy__(self, memo: dict) -> "_Recorder":
+        # A model deep-copied during the run (a frozen reference of the policy) holds its stand-ins
+        # as bound methods: its calls belong to this run too.
+        return self
+
     def name_modules(self, model: Any) -> None:
         if not isinstance(model, torch.nn.Module):
             return

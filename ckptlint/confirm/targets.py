@@ -5,7 +5,9 @@
   in its file builds it, the outermost class of another project file that imports and builds it
   (a layer whose region `encoder.py` checkpoints); the class itself when nothing builds it or an
   `@ckptlint.example` names it. A finding in a method other than `forward` of that class runs
-  that method.
+  that method. A finding in a method of a class that is no module (a trainer holding its models)
+  runs that method as a function of the object, through an example (`"pkg.mod.Trainer.rollout"`)
+  that builds the object and names the module to compare.
 - A finding in the file's main (its `__main__` block, or a script written flat at module level):
   the main, run up to its first backward.
 - A finding inside a module-level function: the function, run through an example factory; or,
@@ -212,6 +214,11 @@ def parameter_kind(name: str) -> str:
 def _class_target(
     path: str, facts: _FileFacts, cls: ast.ClassDef, chain: list[ast.AST], registered: set[str]
 ) -> Union[Target, Unrunnable]:
+    inner = chain[1] if len(chain) > 1 else None
+    if _plain_class(cls) and isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and inner.name != "__init__":
+        # A method of a class that is no module (a trainer holding its models): run like a function
+        # of the object and the method's arguments, which an example builds.
+        return Target(path, "function", f"{cls.name}.{inner.name}")
     root, via = cls.name, ""
     if cls.name not in registered:
         owner = _owning_root(facts, cls.name)
@@ -237,6 +244,11 @@ def _class_target(
         and all(p in SYNTHESISABLE_PARAMETERS for p in _required_parameters(function))
     )
     return Target(path, "class", root, method=method, builders=builders, via=via)
+
+
+def _plain_class(cls: ast.ClassDef) -> bool:
+    """A class with no bases but `object`: no module, whatever it holds."""
+    return all(isinstance(base, ast.Name) and base.id == "object" for base in cls.bases) and not cls.keywords
 
 
 def _owning_root(facts: _FileFacts, name: str) -> str:

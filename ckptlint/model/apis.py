@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import Optional
 
@@ -80,6 +82,10 @@ HF_TRAINING_ARGUMENTS = frozenset(
 )
 HF_TRAINERS = frozenset({"transformers.Trainer", "transformers.Seq2SeqTrainer", "transformers.trainer.Trainer", "trl.SFTTrainer"})
 HF_TRAINING_FLAGS = {"gradient_checkpointing": "gradient_checkpointing_kwargs", "activation_checkpointing": "activation_checkpointing_kwargs"}
+# transformers models built from a config start in train mode like any new nn.Module (measured:
+# `LlamaForCausalLM(config)`, `AutoModelForCausalLM.from_config(config)`); `from_pretrained` switches
+# the model it loads to eval().
+HF_MODEL_CONSTRUCTOR = re.compile(r"transformers\.(?:[A-Z]\w*(?:Model|For[A-Z]\w*)|Auto\w+\.from_config)")
 HF_GC_LAYER = frozenset({"transformers.modeling_layers.GradientCheckpointingLayer", "transformers.GradientCheckpointingLayer"})
 
 CHECKPOINT_IMPL_REENTRANT = {f"{_DIST}.CheckpointImpl.REENTRANT": True, f"{_DIST}.CheckpointImpl.NO_REENTRANT": False}

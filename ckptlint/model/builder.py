@@ -33,8 +33,9 @@ from ckptlint.model.apis import (
 from ckptlint.model.dataflow import Dataflow, entry_value, loader_batch
 from ckptlint.model.evaluation import Evaluation
 from ckptlint.model.file_model import FileModel
+from ckptlint.model.held_models import HeldModels
 from ckptlint.model.hf_configs import with_setting
-from ckptlint.model.model_states import forget_modes, set_state, state_of
+from ckptlint.model.model_states import bind_model, forget_modes, state_of
 from ckptlint.model.scope import GRAD_ENABLED, GRAD_UNCHANGED, GradMark, Scope
 from ckptlint.model.shapes import dotted, ends_with_return, free_names, is_self, module_gates, none_test, training_test
 from ckptlint.model.site_construction import SiteConstruction
@@ -112,6 +113,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         self.call_values: dict[int, Value] = {}
         self.cache_uses: list[CacheUse] = []
         self.grad_free_calls: list[GradFreeCall] = []
+        self.held = HeldModels()
         # `Trainer(...)` calls with checkpointing TrainingArguments (by node id) -> the model they train.
         self.trainer_models: dict[int, str] = {}
         self.calls: dict[str, list[CallRecord]] = {}
@@ -131,7 +133,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         self.scopes.append(Scope("class", qualname))
 
     def leave_ClassDef(self, node: cst.ClassDef) -> None:
-        self.scopes.pop()
+        self.held.finish_class(self, self.scopes.pop().qualname)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         outer = self.scope
@@ -159,6 +161,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
             scope.grad.append(self.grad_mark(decorator.decorator, decorator, as_decorator=True))
         if node.name.value in LIGHTNING_NO_GRAD_STEPS and self.is_lightning(scope.class_qualname):
             scope.grad.append(GradContext(f"Lightning `{node.name.value}` (runs under {LIGHTNING_NO_GRAD_STEPS[node.name.value]})", node.name))
+        self.held.enter_method(self, scope)
         self.scopes.append(scope)
 
     def is_lightning(self, class_qualname: Optional[str]) -> bool:
@@ -168,9 +171,11 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         scope = self.scopes.pop()
         self.finish_facts(scope)
         self.finish_cache_uses(scope)
+        self.held.leave_method(scope)
 
     def leave_Module(self, node: cst.Module) -> None:
         self.finish_cache_uses(self.scopes[0])
+        self.held.finish_file(self)
 
     def finish_facts(self, scope: Scope) -> None:
         """A mutated container is also read when it appears more often than it is mutated."""
@@ -514,8 +519,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
             self.bind_target(target.target, value, node)
             if isinstance(target.target, cst.Name) and self.scope.loop_assigned:
                 self.note_fresh(target.target.value, node.value, value)
-            if isinstance(target.target, cst.Name):
-                set_state(self, target.target.value, state_of(self, node.value))
+            bind_model(self, target.target, node.value)
             if isinstance(target.target, cst.Name) and isinstance(node.value, cst.Call):
                 # `model = AutoModel.from_pretrained(..., use_cache=True)`
                 for arg in node.value.args:

@@ -1,5 +1,10 @@
 """What a script knows about its model variables: train or eval mode, and whether transformers'
-checkpointing was switched on, following `.train()` / `.eval()`, constructors and deep copies."""
+checkpointing was switched on, following `.train()` / `.eval()`, constructors and deep copies.
+
+A model is recorded under a key: a variable (`model`) or an attribute of `self` (`self.policy`).
+Names bound to the same module share its key (an alias): `m = model`, `accelerator.unwrap_model(m)`,
+`nn.DataParallel(m)` / `DistributedDataParallel(m)`, and such a wrapper's `.module`, so a mode set
+through one is the mode of all (measured: tests/runtime/test_policy_trainers_runtime.py)."""
 
 from __future__ import annotations
 
@@ -8,14 +13,23 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from ckptlint.model.apis import HF_MODEL_CONSTRUCTOR
+from ckptlint.model.shapes import is_self
 from ckptlint.model.sites import ModelState
 from ckptlint.model.torch_knowledge import MODULE_SELF_METHODS
 from ckptlint.model.values import Const, ModuleObject, Ref
 
 if TYPE_CHECKING:
     from ckptlint.model.builder import ModelBuilder
+    from ckptlint.model.scope import Scope
 
 DEEP_COPIES = frozenset({"copy.deepcopy"})
+# Wrappers whose `.module` is the module they were given (its train()/eval() switch that module).
+DISTRIBUTED_WRAPPERS = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.DistributedDataParallel"})
+# Functions that hand back the module inside such a wrapper (the module itself when it has none).
+UNWRAPPING_FUNCTIONS = frozenset({"transformers.modeling_utils.unwrap_model", "accelerate.utils.extract_model_from_parallel"})
+ACCELERATORS = frozenset({"accelerate.Accelerator", "accelerate.accelerator.Accelerator"})
+HF_DISABLE_METHODS = frozenset({"gradient_checkpointing_disable", "activation_checkpointing_disable"})
 
 
 def training_mode_set(builder: "ModelBuilder", node: cst.Call) -> Optional[bool]:
@@ -29,12 +43,65 @@ def training_mode_set(builder: "ModelBuilder", node: cst.Call) -> Optional[bool]
     return mode.value if isinstance(mode, Const) and isinstance(mode.value, bool) else None
 
 
+def spelled_key(node: cst.BaseExpression) -> Optional[str]:
+    """The key a name or `self` attribute is spelled as, before aliases."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute) and is_self(node.value):
+        return f"self.{node.attr.value}"
+    return None
+
+
+def wrapped_argument(builder: "ModelBuilder", node: cst.Call) -> Optional[tuple[cst.BaseExpression, bool]]:
+    """For a call that returns the module it is handed (unwrapped, or in a distributed wrapper): that
+    argument, and whether the result is a wrapper (whose `.module` is the argument)."""
+    positional = [a for a in node.args if a.keyword is None]
+    if len(positional) != 1 or positional[0].star:
+        return None
+    callee = builder.evaluate(node.func)
+    if isinstance(callee, Ref) and callee.qualname in DISTRIBUTED_WRAPPERS:
+        return positional[0].value, True
+    if isinstance(callee, Ref) and callee.qualname in UNWRAPPING_FUNCTIONS:
+        return positional[0].value, False
+    func = node.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "unwrap_model":
+        accelerator = builder.evaluate(func.value)
+        if isinstance(accelerator, ModuleObject) and any(c in ACCELERATORS for c in accelerator.classes):
+            return positional[0].value, False
+    return None
+
+
+def resolved(scope: "Scope", key: str) -> str:
+    """The key whose facts `key` shares (itself unless it is an alias)."""
+    return scope.model_aliases[key][0] if key in scope.model_aliases else key
+
+
+def model_key(builder: "ModelBuilder", expr: cst.BaseExpression) -> Optional[str]:
+    """The key the model an expression gives is recorded under, through aliases and wrappers."""
+    aliases = builder.scope.model_aliases
+    key = spelled_key(expr)
+    if key is not None:
+        return resolved(builder.scope, key)
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "module":
+        inner = spelled_key(expr.value)
+        if inner is not None and inner in aliases and aliases[inner][1]:
+            return aliases[inner][0]
+        wrapped = wrapped_argument(builder, expr.value) if isinstance(expr.value, cst.Call) else None
+        return model_key(builder, wrapped[0]) if wrapped is not None and wrapped[1] else None
+    if isinstance(expr, cst.Call):
+        wrapped = wrapped_argument(builder, expr)
+        return model_key(builder, wrapped[0]) if wrapped is not None else None
+    return None
+
+
 def state_of(builder: "ModelBuilder", expr: cst.BaseExpression) -> ModelState:
-    """The state of the model an expression gives: a variable's, a constructor's (a new module
-    trains), a deep copy's (the copy keeps mode and checkpointing), through `.to()`, `.train()`, `.eval()`."""
+    """The state of the model an expression gives: a variable's or attribute's, a constructor's (a new
+    module trains), a deep copy's (the copy keeps mode and checkpointing), through `.to()`, `.train()`,
+    `.eval()` and wrappers that return the same module."""
     scope = builder.scope
-    if isinstance(expr, cst.Name):
-        return ModelState(scope.model_modes.get(expr.value), scope.checkpointed_models.get(expr.value))
+    key = model_key(builder, expr)
+    if key is not None:
+        return ModelState(scope.model_modes.get(key), scope.checkpointed_models.get(key))
     if not isinstance(expr, cst.Call):
         return ModelState()
     func = expr.func
@@ -46,25 +113,74 @@ def state_of(builder: "ModelBuilder", expr: cst.BaseExpression) -> ModelState:
     callee = builder.evaluate(func)
     if isinstance(callee, Ref) and callee.qualname in DEEP_COPIES and expr.args and not expr.args[0].star:
         return state_of(builder, expr.args[0].value)
-    if isinstance(callee, Ref) and isinstance(builder.evaluate(expr), ModuleObject):
+    if isinstance(callee, Ref) and (isinstance(builder.evaluate(expr), ModuleObject) or HF_MODEL_CONSTRUCTOR.fullmatch(callee.qualname)):
         return ModelState(training=True)  # nn.Module.__init__ leaves it in train mode
     return ModelState()
 
 
+def bind_model(builder: "ModelBuilder", target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+    """`target = value`: an alias when the value is a module already known by a key (the same module,
+    maybe in a distributed wrapper), else the state the value gives."""
+    key = spelled_key(target)
+    if key is None:
+        return
+    scope = builder.scope
+    builder.held.note_assigned(builder, key)
+    scope.model_aliases.pop(key, None)
+    same = model_key(builder, value)
+    if same is not None and same != key and not scope.conditional:
+        if key.startswith("self.") and not same.startswith("self.") and not _is_wrapper(builder, value):
+            _rekey(scope, same, key)  # `self.policy = policy`: the attribute outlives the variable
+            same = key
+        if same != key:
+            scope.model_aliases[key] = (same, _is_wrapper(builder, value))
+    else:
+        set_state(builder, key, state_of(builder, value))
+
+
+def _rekey(scope: "Scope", old: str, new: str) -> None:
+    """Record what is known under `old` under `new` instead, and make `old` (and its aliases) aliases of it."""
+    if old in scope.model_modes:
+        scope.model_modes[new] = scope.model_modes.pop(old)
+    if old in scope.checkpointed_models:
+        scope.checkpointed_models[new] = scope.checkpointed_models.pop(old)
+    for alias, (target, wrapper) in list(scope.model_aliases.items()):
+        if target == old:
+            scope.model_aliases[alias] = (new, wrapper)
+    scope.model_aliases[old] = (new, False)
+
+
+def _is_wrapper(builder: "ModelBuilder", value: cst.BaseExpression) -> bool:
+    """Whether the value is a distributed wrapper (its `.module` is the model), or an alias of one."""
+    if isinstance(value, cst.Call):
+        wrapped = wrapped_argument(builder, value)
+        return wrapped is not None and wrapped[1]
+    key = spelled_key(value)
+    return key is not None and key in builder.scope.model_aliases and builder.scope.model_aliases[key][1]
+
+
 def set_state(builder: "ModelBuilder", name: str, state: ModelState) -> None:
     scope = builder.scope
+    key = resolved(scope, name)
+    builder.held.note_mode(builder, key, state.training)
     # Under an `if`, a mode that differs from the one before may or may not hold after it.
-    if state.training is None or (scope.conditional and scope.model_modes.get(name) != state.training):
-        scope.model_modes.pop(name, None)
+    if state.training is None or (scope.conditional and scope.model_modes.get(key) != state.training):
+        scope.model_modes.pop(key, None)
     else:
-        scope.model_modes[name] = state.training
+        scope.model_modes[key] = state.training
     if state.checkpointing is not None:
-        scope.checkpointed_models.setdefault(name, state.checkpointing)
+        scope.checkpointed_models.setdefault(key, state.checkpointing)
 
 
 def forget_modes(builder: "ModelBuilder", node: cst.Call) -> None:
     """A model handed to a project function (or one the analysis cannot name) may come back in
-    either mode: `prepare(model)` may call `model.eval()`."""
+    either mode: `prepare(model)` may call `model.eval()`. Wrappers that return the module do not."""
+    if wrapped_argument(builder, node) is not None:
+        return
     for arg in node.args:
-        if isinstance(arg.value, cst.Name):
-            builder.scope.model_modes.pop(arg.value.value, None)
+        if is_self(arg.value):
+            builder.held.note_self_handed(builder)
+        key = model_key(builder, arg.value) if isinstance(arg.value, (cst.Name, cst.Attribute)) else None
+        if key is not None:
+            builder.scope.model_modes.pop(key, None)
+            builder.held.note_handed(builder, key)

@@ -45,6 +45,12 @@ class Scope:
     # (True: training), cache spellings seen.
     checkpointed_models: dict[str, cst.CSTNode] = field(default_factory=dict)
     model_modes: dict[str, bool] = field(default_factory=dict)
+    # Keys bound to the same module as another key (`m = model`, `accelerator.unwrap_model(self.policy)`):
+    # key -> (the key its facts are recorded under, whether it is a distributed wrapper of that module).
+    model_aliases: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    # In a method: the keys whose mode / checkpointing are still what `__init__` left (held_models).
+    seeded_modes: set[str] = field(default_factory=set)
+    seeded_checkpointing: set[str] = field(default_factory=set)
     trained_models: set[str] = field(default_factory=set)  # a Trainer's `train()` has returned
     cache_spellings: list[tuple[str, cst.CSTNode, str]] = field(default_factory=list)
     # Per enclosing `for` loop, innermost last: the names its body has assigned so far.

@@ -19,6 +19,7 @@ from ckptlint.model.apis import (
     WRAP_POLICY_CLASSES,
     CheckpointApi,
 )
+from ckptlint.model.model_states import model_key
 from ckptlint.model.modes import hf_kwargs_mode
 from ckptlint.model.scope import CallArguments
 from ckptlint.model.shapes import free_names
@@ -334,8 +335,9 @@ class SiteConstruction:
             value, kwargs_node = Const(None), None
         mode = hf_kwargs_mode(value, kwargs_node, keyword, self.versions, empty_means_none=False)
         receiver = self.evaluate(node.func.value) if isinstance(node.func, cst.Attribute) else None
-        if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name):
-            self.scope.checkpointed_models.setdefault(node.func.value.value, node)
+        key = model_key(self, node.func.value) if isinstance(node.func, cst.Attribute) else None
+        if key is not None:
+            self.scope.checkpointed_models.setdefault(key, node)
         preserve, preserve_node = hf_preserve_rng_state(value, kwargs_node)
         return CheckpointSite(
             ApiKind.HF_ENABLE, method, node, mode, None, preserve_rng_state=preserve, preserve_rng_node=preserve_node,

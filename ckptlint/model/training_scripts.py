@@ -8,10 +8,14 @@ from typing import Optional
 import libcst as cst
 
 from ckptlint.model.apis import HF_TRAINERS
-from ckptlint.model.model_states import set_state, state_of
+from ckptlint.model.model_states import HF_DISABLE_METHODS, model_key, resolved, set_state, state_of
 from ckptlint.model.scope import Scope
 from ckptlint.model.sites import ApiKind, CacheUse, GradFreeCall, ModelState
 from ckptlint.model.values import Const, Instance, ModuleObject, Param, Ref
+
+
+# Methods of a model that the facts here follow; any other `self.<attr>(...)` calls the attribute.
+MODEL_METHODS = frozenset({"train", "eval", "forward", "generate", *HF_DISABLE_METHODS})
 
 
 class TrainingScriptFacts:
@@ -36,24 +40,45 @@ class TrainingScriptFacts:
                 trained = self.trainer_models[id(trainer.node)]
                 scope.trained_models.add(trained)
                 set_state(self, trained, ModelState(training=True))
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-            name, method = func.value.value, func.attr.value
-            if method in ("train", "eval"):
-                set_state(self, name, state_of(self, node))
-            elif method == "forward":
-                self.note_cache_keywords(name, node)
-                self.note_grad_free_call(name, node)
-            elif method == "generate" and name in scope.checkpointed_models and scope.model_modes.get(name) is True:
-                # transformers checkpoints in training whether or not grad is on, and drops the cache.
-                self.cache_uses.append(CacheUse(node, "generate", name, scope.checkpointed_models[name], after_trainer=name in scope.trained_models))
-        elif isinstance(func, cst.Name):
-            self.note_cache_keywords(func.value, node)
-            self.note_grad_free_call(func.value, node)
+        if isinstance(func, cst.Attribute):
+            self.note_method_call(node, func)
+        if isinstance(func, cst.Name):
+            key = resolved(scope, func.value)
+            self.note_cache_keywords(key, node)
+            self.note_grad_free_call(key, node)
             trainer = self.evaluate(func)
             if isinstance(trainer, Ref) and trainer.qualname in HF_TRAINERS:
                 trained = self.note_trainer(node)
                 if trained is not None:
                     self.trainer_models[id(node)] = trained
+
+    def note_method_call(self, node: cst.Call, func: cst.Attribute) -> None:
+        """`model.train()`, `model.forward(...)`, `model.generate(...)`, `self.policy(...)`, through
+        aliases and wrappers that return the same module."""
+        scope = self.scope
+        key, method = model_key(self, func.value), func.attr.value
+        if key == "self" and method not in MODEL_METHODS:
+            key = None  # `self.policy(...)`: the attribute is the model called
+        if key is None:
+            if method in ("train", "eval") and isinstance(func.value, cst.Attribute):
+                self.held.note_switched_from_outside(func.value.attr.value)  # `trainer.policy.eval()`
+            called = model_key(self, func)
+            if called is not None and called.startswith("self."):
+                self.note_grad_free_call(called, node)
+            return
+        if method in ("train", "eval"):
+            set_state(self, key, state_of(self, node))
+        elif method == "forward":
+            self.note_cache_keywords(key, node)
+            self.note_grad_free_call(key, node)
+        elif method == "generate" and key in scope.checkpointed_models and scope.model_modes.get(key) is True:
+            # transformers checkpoints in training whether or not grad is on, and drops the cache.
+            use = CacheUse(node, "generate", key, scope.checkpointed_models[key], after_trainer=key in scope.trained_models)
+            self.cache_uses.append(use)
+            self.held.relies(self, key, use)
+        elif method in HF_DISABLE_METHODS:
+            scope.checkpointed_models.pop(key, None)
+            self.held.note_disabled(self, key)
 
     def spell_cache(self, model: str, node: cst.CSTNode, kind: str) -> None:
         """Caching spelled for `model`, unless its training is over (after `trainer.train()` returned)."""
@@ -67,17 +92,26 @@ class TrainingScriptFacts:
         context = scope.grad_disabled()
         if context is None or scope.grad_guards:
             return
-        value = self.lookup(name)
-        state = state_of(self, cst.Name(name))
+        held = name.startswith("self.")
+        value = self.self_attribute(name[len("self.") :]) if held else self.lookup(name)
+        state = ModelState(scope.model_modes.get(name), scope.checkpointed_models.get(name))
         if not isinstance(value, (ModuleObject, Param)) and state.checkpointing is None:
             return
         function_scope = next((s for s in reversed(self.scopes) if s.kind in ("function", "lambda")), None)
-        # A parameter, or a deep copy of one: its mode comes from the callers.
-        param = value.name if isinstance(value, Param) and function_scope is not None and value.function == function_scope.qualname and state.training is None else None
-        self.grad_free_calls.append(GradFreeCall(node, name, value, context, state, function_scope.qualname if function_scope else None, param))
+        function = function_scope.qualname if function_scope else None
+        # A parameter, or a deep copy of one: its mode comes from the callers; an attribute set from a
+        # parameter of `__init__`, from the constructor's callers.
+        constructor = f"{scope.class_qualname}.__init__" if held and scope.class_qualname else None
+        param = value.name if isinstance(value, Param) and value.function in (function, constructor) and state.training is None else None
+        call = GradFreeCall(node, name, value, context, state, value.function if param else function, param)
+        self.grad_free_calls.append(call)
+        if held:
+            self.held.relies(self, name, call, from_callers=param is not None)
 
     def note_cache_keywords(self, model: str, node: cst.Call) -> None:
         scope = self.scope
+        if model.startswith("self."):
+            return  # caching for a model held on an attribute: its mode is rarely known where it is spelled
         training = scope.model_modes.get(model)
         # transformers drops the cache whenever the model is in train mode, grad or not; code under
         # no_grad with no `.train()` in sight is taken for evaluation.
