@@ -1208,3 +1208,21 @@ def test_a_model_a_builder_function_returns_carries_what_the_builder_froze():
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
         """
     assert findings(body) == {(13, "CKPT005")}
+
+
+def test_turning_a_tied_head_back_on_turns_the_embeddings_on():
+    body = """
+        from transformers import AutoModelForCausalLM, LlamaForCausalLM
+        def head_only(name):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            model.requires_grad_(False)
+            model.lm_head.requires_grad_(True)
+            model.gradient_checkpointing_enable()
+        def llama_head_only(config):
+            model = LlamaForCausalLM(config)
+            model.requires_grad_(False)
+            model.lm_head.requires_grad_(True)
+            model.gradient_checkpointing_enable()
+        """
+    # GPT-2 ties `lm_head` to `wte` (measured): an Auto model may be one, a Llama is not.
+    assert findings(body, transformers="4.57") == {(12, "CKPT005")}

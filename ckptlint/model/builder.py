@@ -71,6 +71,7 @@ from ckptlint.model.values import (
     DictLit,
     ElementOf,
     Grad,
+    Instance,
     Items,
     LocalFunction,
     ModuleObject,
@@ -616,7 +617,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             receiver = func.value
-            if method == "requires_grad_" and isinstance(receiver, cst.Name):
+            if method == "requires_grad_" and isinstance(receiver, cst.Name) and not isinstance(self.evaluate(receiver), (ModuleObject, Instance)):
+                # A tensor's flag; `model.requires_grad_(False)` freezes a module and leaves it one.
                 flag = self.evaluate(node.args[0].value) if node.args else Const(True)
                 if isinstance(flag, Const):
                     self.scope.bindings[receiver.value] = Tensor(Grad.REQUIRED if flag.value else Grad.NONE, Spelling("`{}`", node))

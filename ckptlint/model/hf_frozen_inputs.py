@@ -64,7 +64,12 @@ def _has_path(paths: tuple[str, ...], path: str) -> bool:
 def _family_inputs_frozen(freeze: Freeze, family: tuple) -> bool:
     frozen_paths = [_resolved(p, family) for p in freeze.paths]
     unfrozen_paths = [_resolved(p, family) for p in freeze.unfrozen_paths]
-    return all(any(_frozen(freeze, name, frozen_paths, unfrozen_paths) for name in names) for names in family[0])
+    # A weight tied under several names (GPT-2's `wte` and `lm_head`) is one parameter: turning any
+    # name back on turns it on.
+    return all(
+        any(_frozen(freeze, name, frozen_paths, unfrozen_paths) for name in names) and not any(within(name, unfrozen_paths) for name in names)
+        for names in family[0]
+    )
 
 
 def _frozen(freeze: Freeze, name: str, frozen_paths: list[str], unfrozen_paths: list[str]) -> bool:
