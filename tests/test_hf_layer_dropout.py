@@ -29,7 +29,8 @@ def ckpt002_lines(body: str, prelude: str = "") -> set[int]:
     "body, expected",
     [
         (f"model = BertModel(BertConfig())\n{ENABLE}\n", {2}),
-        (f"model = GPT2Model(GPT2Config(attn_pdrop=0.0))\n{ENABLE}\n", {2}),  # resid_pdrop keeps its 0.1
+        (f"model = GPT2Model(GPT2Config(attn_pdrop=0.0))\n{ENABLE}\n", {2}),
+        (f"model = BertModel(BertConfig()).to('cpu')\nmodel = model.train()\n{ENABLE}\n", {3}),  # resid_pdrop keeps its 0.1
         (f"model = T5Model(T5Config())\n{ENABLE}\n", {2}),
         (f"config = LlamaConfig()\nconfig.attention_dropout = 0.1\nmodel = LlamaForCausalLM(config)\n{ENABLE}\n", {4}),
         (f"model = AutoModelForCausalLM.from_config(LlamaConfig(attention_dropout=0.05))\n{ENABLE}\n", {2}),

@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from ckptlint.model.dataflow import tensor_attribute
-from ckptlint.model.hf_configs import built_config
+from ckptlint.model.hf_configs import built_config, is_transformers_model
 from ckptlint.model.model_states import DEEP_COPIES
 from ckptlint.model.scope import CallArguments
 from ckptlint.model.shapes import is_self, is_super, none_test
@@ -156,6 +156,8 @@ class Evaluation:
                     return result
             elif isinstance(receiver, ModuleObject) and method in MODULE_SELF_METHODS:
                 return receiver  # `Net().to(device)`, `model.train()`
+            elif is_transformers_model(receiver) and method in MODULE_SELF_METHODS:
+                return receiver  # `BertModel(config).to(device)`: the same layers
         func = self.evaluate(node.func)
         if isinstance(func, SYMBOLIC):
             return CallOf(func, tuple(self.evaluate(a.value) for a in node.args if not a.keyword and not a.star), Spelling("`{}`", node))

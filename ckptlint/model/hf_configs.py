@@ -76,14 +76,21 @@ def _settings(evaluate: Callable[[cst.BaseExpression], Value], family: Optional[
     return HfConfig(family, tuple((k, evaluate(v)) for k, v in keywords.items() if k in attributes), defaults)
 
 
+def _is_config(instance: Instance) -> bool:
+    matched = _FAMILY_CLASS.match(_named_class(instance.ctor)[0])
+    return matched is not None and matched.group("kind") == "Config"
+
+
+def is_transformers_model(value: Optional[Value]) -> bool:
+    """A model of a family the table knows (`AutoModel.from_config(...)` too), built from a config the code shows."""
+    return isinstance(value, Instance) and value.config is not None and not _is_config(value)
+
+
 def with_setting(value: Optional[Value], attr: str, setting: Value, conditional: bool) -> Optional[Instance]:
     """`config.<attr> = setting` on a config the table knows: the config with it (None: nothing to record);
     `conditional`: under an `if`, so either value may hold after it. Setting a model's attribute or
     its `model.config` changes nothing: its layers copied the values when built."""
-    if not isinstance(value, Instance) or value.config is None or attr not in LAYER_DROPOUT[value.config.family]:
-        return None
-    matched = _FAMILY_CLASS.match(_named_class(value.ctor)[0])
-    if matched is None or matched.group("kind") != "Config":
+    if not isinstance(value, Instance) or value.config is None or attr not in LAYER_DROPOUT[value.config.family] or not _is_config(value):
         return None
     settings = dict(value.config.settings)
     if conditional:
