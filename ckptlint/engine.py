@@ -159,6 +159,8 @@ def _changed_results(
     summaries = _Summaries(units, cache, jobs, report, named)
     if state is not None:
         _remember(state, read, summaries)
+    # The texts of files that need no analysis go now, before workers are forked (transformers: 115 MB).
+    read.clear()
     report.files_checked = sum(path in named for path in summaries.declared)
     digests = {u.path: u.digest for u in units}
     key_prefix = _key_prefix(settings, versions, summaries.fingerprint())
