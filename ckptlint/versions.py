@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.metadata
+import importlib.machinery
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Sequence, Tuple
@@ -139,12 +140,66 @@ def _explicit(library: str, text: str, source: str) -> AssumedVersion:
 
 def _installed(library: str) -> AssumedVersion | None:
     # Distribution metadata only: importing torch would take seconds and may not even work here.
-    try:
-        text = importlib.metadata.version(library)
-    except importlib.metadata.PackageNotFoundError:
+    text = distribution_version(library)
+    if text is None:
         return None
     version = parse_version(text)
     return AssumedVersion(library, version, f"installed {library} {text}") if version else None
+
+
+def distribution_version(name: str) -> Optional[str]:
+    """What `importlib.metadata.version(name)` answers (None: not installed), found the same way
+    (the first `.dist-info` of that name along sys.path) but read directly: importing
+    importlib.metadata (email, zipfile, csv) was a tenth of a warm run. Any other layout (zip or egg
+    entries, egg-info, another metadata finder) is left to importlib.metadata."""
+    if any(getattr(finder, "find_distributions", None) is not None and finder is not importlib.machinery.PathFinder for finder in sys.meta_path):
+        return _metadata_version(name)
+    wanted = _distribution_name(name)
+    for entry in sys.path:
+        root = entry or os.curdir
+        if root.endswith(".egg") or os.path.isfile(root):
+            return _metadata_version(name)
+        try:
+            children = os.listdir(root)
+        except OSError:
+            continue
+        for child in children:
+            low = child.lower()
+            if low.endswith((".dist-info", ".egg-info")) and _distribution_name(low.rpartition(".")[0].partition("-")[0]) == wanted:
+                version = _version_field(os.path.join(root, child, "METADATA")) if low.endswith(".dist-info") else None
+                return version if version is not None else _metadata_version(name)
+    return None
+
+
+def _distribution_name(name: str) -> str:
+    """importlib.metadata's normalised form of a distribution's name."""
+    return re.sub(r"[-_.]+", "-", name).lower().replace("-", "_")
+
+
+def _version_field(metadata: str) -> Optional[str]:
+    """The `Version:` header of a METADATA file (None: unreadable, absent or folded)."""
+    try:
+        with open(metadata, encoding="utf-8") as handle:
+            lines = handle.read().split("\n")
+    except (OSError, UnicodeDecodeError):
+        return None
+    for number, line in enumerate(lines):
+        if not line.strip():
+            return None  # the headers end here
+        key, colon, value = line.partition(":")
+        if colon and key.strip().lower() == "version":
+            folded = number + 1 < len(lines) and lines[number + 1][:1] in (" ", "\t")
+            return None if folded else value.strip()
+    return None
+
+
+def _metadata_version(name: str) -> Optional[str]:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 # -- declared requirement ranges ------------------------------------------------

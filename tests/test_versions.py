@@ -1,14 +1,18 @@
 from __future__ import annotations
 
 import importlib.metadata
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+import ckptlint.versions
 from ckptlint.config import ConfigError, Settings
 from ckptlint.versions import (
     AssumedVersion,
     LibraryVersions,
+    distribution_version,
     parse_requirement,
     parse_version,
     resolve_versions,
@@ -21,16 +25,44 @@ INSTALLED: dict[str, str] = {}
 
 @pytest.fixture(autouse=True)
 def installed(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """The distributions importlib.metadata reports: none unless a test adds some."""
-
-    def version(name: str) -> str:
-        if name not in INSTALLED:
-            raise importlib.metadata.PackageNotFoundError(name)
-        return INSTALLED[name]
-
+    """The distributions the resolution sees installed: none unless a test adds some (the lookup
+    itself, imported above, still sees the real ones)."""
     INSTALLED.clear()
-    monkeypatch.setattr(importlib.metadata, "version", version)
+    monkeypatch.setattr(ckptlint.versions, "distribution_version", INSTALLED.get)
     return INSTALLED
+
+
+def _metadata_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@pytest.mark.parametrize("name", ["torch", "click", "libcst", "LibCST", "pytest", "ckptlint", "no-such-distribution"])
+def test_the_installed_version_is_what_importlib_metadata_says(name: str) -> None:
+    assert distribution_version(name) == _metadata_version(name)
+
+
+def test_the_installed_version_follows_sys_path_as_importlib_metadata_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    (first / "Fake_Lib-2.1.dist-info").mkdir(parents=True)
+    (first / "Fake_Lib-2.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-lib\nVersion: 2.1.post1\n\nVersion: 9\n")
+    (second / "fake_lib-3.0.dist-info").mkdir(parents=True)
+    (second / "fake_lib-3.0.dist-info" / "METADATA").write_text("Name: fake_lib\nVersion: 3.0\n")
+    (second / "old_lib-1.0.egg-info").mkdir()
+    (second / "old_lib-1.0.egg-info" / "PKG-INFO").write_text("Name: old-lib\nVersion: 1.0\n")
+    for path in ([str(first), str(second)], [str(second), str(first)], [str(tmp_path / "missing"), str(second)]):
+        monkeypatch.setattr(sys, "path", path)
+        for name in ("fake-lib", "fake.lib", "old_lib", "other"):
+            assert distribution_version(name) == _metadata_version(name), (path, name)
+
+
+def test_a_warm_run_does_not_import_importlib_metadata() -> None:
+    """It imports email, zipfile and csv: a tenth of a run where nothing changed."""
+    code = "import sys; from ckptlint.versions import distribution_version; distribution_version('torch'); print('importlib.metadata' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
 
 
 def resolve(root: Path | None = None, **kwargs: str) -> LibraryVersions:
