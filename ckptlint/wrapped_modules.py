@@ -17,6 +17,8 @@ from typing import Callable, Optional
 
 from ckptlint.model.apis import APPLY_ACTIVATION_CHECKPOINTING, CHECKPOINT_IMPL_REENTRANT, CHECKPOINT_WRAPPER, WRAP_POLICY_CLASSES
 
+TORCH_CHECKPOINT = "torch.utils.checkpoint.checkpoint"
+
 _PARTIAL = "functools.partial"
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 Qualify = Callable[[ast.AST], Optional[str]]
@@ -35,6 +37,8 @@ class ActivationWrap:
     reentrant: Optional[bool] = None  # None: the wrapper's mode is not known
     preserve_rng_state: Optional[bool] = True
     impl: str = ""  # how the mode is spelled, for messages
+    # The wrapper's forward packs keyword arguments into positional checkpoint inputs (REENTRANT impl).
+    packs_keywords: bool = False
 
     def describe(self) -> str:
         if self.owner:
@@ -238,8 +242,10 @@ def _spreads(*keyword_lists: list[ast.keyword]) -> bool:
 
 def _mode(keywords: dict[str, ast.expr], args: list[ast.expr], qualify: Qualify, spread: bool = False) -> dict:
     """checkpoint_wrapper(module, checkpoint_impl=NO_REENTRANT, checkpoint_fn=None, **kwargs): the
-    impl decides the mode unless a `checkpoint_fn` replaces torch's checkpoint (then it is unknown
-    here; the wrapper call's own site judges it)."""
+    impl decides the mode, unless a `checkpoint_fn` replaces torch's checkpoint: then it is torch's
+    checkpoint with the `use_reentrant` literal passed on, or unknown here (the wrapper call's own
+    site judges it). forward() packs keywords into positional inputs whenever the impl is REENTRANT,
+    checkpoint_fn or not (torch 2.13's checkpoint_wrapper.py)."""
     impl = keywords.get("checkpoint_impl", args[0] if args else None)
     checkpoint_fn = keywords.get("checkpoint_fn", args[1] if len(args) > 1 else None)
     preserve: Optional[bool] = True
@@ -248,10 +254,22 @@ def _mode(keywords: dict[str, ast.expr], args: list[ast.expr], qualify: Qualify,
         preserve = value.value if isinstance(value, ast.Constant) and isinstance(value.value, bool) else None
     elif spread:
         preserve = None
-    if spread or any(isinstance(a, ast.Starred) for a in args) or not (checkpoint_fn is None or isinstance(checkpoint_fn, ast.Constant) and checkpoint_fn.value is None):
-        return {"reentrant": None, "preserve_rng_state": preserve, "impl": "checkpoint_wrapper arguments the analysis cannot resolve"}
-    if impl is None:
-        return {"reentrant": False, "preserve_rng_state": preserve, "impl": "the default CheckpointImpl.NO_REENTRANT"}
+    unknown = {"reentrant": None, "preserve_rng_state": preserve, "impl": "checkpoint_wrapper arguments the analysis cannot resolve"}
+    if spread or any(isinstance(a, ast.Starred) for a in args):
+        return unknown
     spelled = qualify(impl) if isinstance(impl, (ast.Name, ast.Attribute)) else None
-    reentrant = CHECKPOINT_IMPL_REENTRANT.get(spelled or "")
-    return {"reentrant": reentrant, "preserve_rng_state": preserve, "impl": f"CheckpointImpl.{spelled.rsplit('.', 1)[-1]}" if reentrant is not None and spelled else "a checkpoint_impl the analysis cannot resolve"}
+    if impl is None:
+        impl_reentrant: Optional[bool] = False
+        impl_text = "the default CheckpointImpl.NO_REENTRANT"
+    else:
+        impl_reentrant = CHECKPOINT_IMPL_REENTRANT.get(spelled or "")
+        impl_text = f"CheckpointImpl.{spelled.rsplit('.', 1)[-1]}" if impl_reentrant is not None and spelled else "a checkpoint_impl the analysis cannot resolve"
+    packs = impl_reentrant is True
+    if checkpoint_fn is None or isinstance(checkpoint_fn, ast.Constant) and checkpoint_fn.value is None:
+        return {"reentrant": impl_reentrant, "preserve_rng_state": preserve, "impl": impl_text, "packs_keywords": packs}
+    function = qualify(checkpoint_fn) if isinstance(checkpoint_fn, (ast.Name, ast.Attribute)) else None
+    flag = keywords.get("use_reentrant")
+    # An impl the analysis cannot tell leaves open whether keywords are packed.
+    if function != TORCH_CHECKPOINT or not (isinstance(flag, ast.Constant) and isinstance(flag.value, bool)) or impl_reentrant is None:
+        return unknown
+    return {"reentrant": flag.value, "preserve_rng_state": preserve, "impl": f"checkpoint_fn=checkpoint, use_reentrant={flag.value}", "packs_keywords": packs}

@@ -220,3 +220,17 @@ def test_blocks_wrapped_by_another_file_are_sites_in_the_model_file_and_follow_i
     assert moved == check(cache=False)
     (root / "train.py").write_text(TRAIN.replace("CheckpointImpl.REENTRANT", "CheckpointImpl.NO_REENTRANT"))
     assert findings(check()) == []
+
+
+def test_keywords_reach_a_reentrant_checkpoint_fn_unless_the_impl_packs_them():
+    """checkpoint_wrapper(b, checkpoint_fn=checkpoint, use_reentrant=True) hands keywords to torch's
+    checkpoint (ValueError); with checkpoint_impl=CheckpointImpl.REENTRANT too it packs them."""
+    call = "x = block(x, scale=self.gate(x))  # the call"
+    unpacked, line = net_with("model.blocks = nn.ModuleList([checkpoint_wrapper(b, checkpoint_fn=checkpoint, use_reentrant=True) for b in model.blocks])")
+    report = lint_text(unpacked.replace("x = block(x)  # the call", call))
+    (keyword,) = [f for f in report.findings if f.code == "CKPT003"]
+    assert keyword.line == line and "Unexpected keyword arguments: scale" in keyword.message
+    packed, _ = net_with("model.blocks = nn.ModuleList([checkpoint_wrapper(b, CheckpointImpl.REENTRANT, checkpoint_fn=checkpoint, use_reentrant=True) for b in model.blocks])")
+    assert [f for f in lint_text(packed.replace("x = block(x)  # the call", call)).findings if f.line == line] == []
+    unknown, _ = net_with("model.blocks = nn.ModuleList([checkpoint_wrapper(b, checkpoint_fn=checkpoint) for b in model.blocks])")
+    assert [f for f in lint_text(unknown.replace("x = block(x)  # the call", call)).findings if f.line == line] == []

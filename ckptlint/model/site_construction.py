@@ -287,17 +287,18 @@ class SiteConstruction:
         """A call of a module that checkpoint_wrapper (or apply_activation_checkpointing) wraps
         somewhere in the project: it runs torch's checkpoint on its arguments, in the wrapper's mode.
         Under CheckpointImpl.REENTRANT the wrapper packs keyword arguments into positional checkpoint
-        inputs (torch 2.13's checkpoint_wrapper.py), so they count as inputs, not keywords."""
+        inputs (torch 2.13's checkpoint_wrapper.py), so they count as inputs; otherwise they reach
+        torch's checkpoint as keywords."""
         if module.container or not module.classes:
             return None
         wraps = {cls: self.index.activation_wraps(cls) for cls in module.classes}
         found = [(path, wrap) for per_class in wraps.values() for path, wrap in per_class]
         if not found:
             return None
-        modes = {wrap.reentrant for _, wrap in found}
+        modes = {(wrap.reentrant, wrap.packs_keywords) for _, wrap in found}
         preserves = {wrap.preserve_rng_state for _, wrap in found}
         # A class some of whose instances may go unwrapped, or wraps that disagree: the mode is unknown.
-        reentrant = modes.pop() if len(modes) == 1 and all(wraps.values()) else None
+        reentrant, packs = modes.pop() if len(modes) == 1 and all(wraps.values()) else (None, False)
         path, wrap = found[0]
         self.index.cited.add(path)
         where = f"{wrap.how} wraps {wrap.describe()} with {wrap.impl} ({path}:{wrap.line})"
@@ -307,7 +308,7 @@ class SiteConstruction:
         arguments = self.arguments(node.args)
         keywords = tuple(n for (_, n, status) in arguments.keywords.values() if status is FlagStatus.EXPLICIT and isinstance(n, cst.Arg))
         positional = tuple(self.evaluate(a.value) for a in arguments.positional if not a.star)
-        if reentrant:
+        if packs:
             inputs, reaching = arguments.positional + keywords, ()
             input_values = positional + tuple(value for value, _, _ in arguments.keywords.values())
         else:

@@ -24,6 +24,10 @@ HF_HELP = (
     "pass the arguments positionally, in the order of the layer's `forward`, or enable checkpointing with "
     "`gradient_checkpointing_kwargs={\"use_reentrant\": False}`"
 )
+WRAPPER_HELP = (
+    "pass the arguments positionally, or wrap with `checkpoint_impl=CheckpointImpl.REENTRANT` too (checkpoint_wrapper "
+    "then packs keywords into positional inputs), or use `use_reentrant=False`"
+)
 PACKED_HELP = (
     "pass each tensor as a positional checkpoint argument of its own (`checkpoint(fn, h, ctx)`), or use "
     "`use_reentrant=False`, which tracks every tensor the function uses"
@@ -77,7 +81,7 @@ class GradTensorNotPositional(Rule):
             site.call,
             f"reentrant checkpoint of `{callee_name(site)}` with keyword argument(s) {names}: torch raises "
             f"`ValueError: Unexpected keyword arguments: {names}`; {site.mode.reason}",
-            HELP,
+            WRAPPER_HELP if site.kind is ApiKind.WRAPPED_MODULE_CALL else HELP,
             fixes=non_reentrant(site),
         )
 

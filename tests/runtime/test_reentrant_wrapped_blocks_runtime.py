@@ -6,7 +6,10 @@ list, by `apply_activation_checkpointing` with a check_fn) or the output of a fr
 (wrapped by an indexed loop, or by a ModuleWrapPolicy) every block parameter ends with `.grad =
 None` and torch only warns "None of the inputs have requires_grad=True". Blocks behind a trainable
 projection, blocks whose grad-carrying gate comes by keyword (checkpoint_wrapper packs keywords into
-positional checkpoint inputs under REENTRANT), and NO_REENTRANT wrappers are exact.
+positional checkpoint inputs under REENTRANT), and NO_REENTRANT wrappers are exact. With
+`checkpoint_fn=checkpoint, use_reentrant=True` and no checkpoint_impl the keywords reach torch's
+checkpoint unpacked: `ValueError: Unexpected keyword arguments: mask` (CKPT003); adding
+`checkpoint_impl=CheckpointImpl.REENTRANT` packs them again, and the gradients are exact.
 """
 
 import copy
@@ -78,4 +81,16 @@ def test_a_tensor_keyword_reaches_a_reentrant_wrapper_as_a_packed_positional_inp
     second time", and the gate's own layer gets its gradient."""
     got, ref, _ = step_both("build_gated", fx.make_batch())
     assert got["gate.weight"] is not None
+    assert_same_grads(got, ref)
+
+
+def test_keywords_reach_torchs_checkpoint_with_a_reentrant_checkpoint_fn_and_raise():
+    model = fx.build_with_checkpoint_fn()
+    fx.training_step(unwrapped(model), fx.make_batch())  # the same step runs without the wrappers
+    with pytest.raises(ValueError, match="Unexpected keyword arguments: mask"):
+        fx.training_step(model, fx.make_batch())
+
+
+def test_a_reentrant_impl_packs_the_keywords_for_a_checkpoint_fn_too():
+    got, ref, _ = step_both("build_packed_with_checkpoint_fn", fx.make_batch())
     assert_same_grads(got, ref)
