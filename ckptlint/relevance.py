@@ -77,18 +77,21 @@ def can_matter(text: str, summary: ModuleSummary, index: ProjectIndex, settings:
 
 def checkpoint_names(summary: ModuleSummary, index: ProjectIndex, settings: Settings) -> set[str]:
     """Module-level names bound to a checkpoint API, a project wrapper (declared or inferred),
-    transformers training arguments, a checkpointing layer class, or a hand-written checkpoint
-    (an autograd.Function whose `apply` checkpoints)."""
+    transformers training arguments, a checkpointing layer class, a hand-written checkpoint
+    (an autograd.Function whose `apply` checkpoints), or a project function that switches
+    transformers checkpointing on for the model it is handed (its callers build and freeze that model)."""
     wrappers = dict(settings.checkpoint_functions)
     bindings = {**{name: target for name, target in summary.imports.items()}, **{name: f"{summary.name}.{name}" for name in summary.aliases}}
     bindings.update((name, f"{summary.name}.{name}") for name in summary.classes)
-    names = set()
+    names = {name for name in summary.functions if index.enables_hf_checkpointing(f"{summary.name}.{name}")}
     for name, target in bindings.items():
         canonical = index.canonical(target)
         alias = index.alias(canonical)
         if alias is not None:
             canonical = alias.target
         if canonical in KNOWN_APIS or canonical in HF_TRAINING_ARGUMENTS or canonical in wrappers or index.wrapper_parameter(canonical):
+            names.add(name)
+        elif index.enables_hf_checkpointing(canonical):
             names.add(name)
         elif (summary_of := index.class_(canonical)) is not None and (summary_of.recompute is not None or _checkpointing_class(index, canonical)):
             names.add(name)

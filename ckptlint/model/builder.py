@@ -218,7 +218,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         facts = self.scope.facts
         if facts is None or node.value is None:
             return
-        value = self.evaluate(node.value)
+        in_place = self.scope.in_place.get(node.value.value) if isinstance(node.value, cst.Name) else None
+        value = in_place or self.evaluate(node.value)
         facts.returns = value if facts.returns is None else merge(facts.returns, value)
 
     def visit_Global(self, node: cst.Global) -> None:
@@ -380,6 +381,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
     def bind_target(self, target: cst.BaseExpression, value: Value, statement: Optional[cst.CSTNode] = None) -> None:
         scope = self.scope
         if isinstance(target, cst.Name):
+            scope.in_place.pop(target.value, None)
             if target.value in scope.global_names and scope.facts is not None and statement is not None:
                 scope.facts.global_stores.append(Effect(statement, f"assigns the global `{target.value}`"))
             if scope.branch_depth:
@@ -611,17 +613,27 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
             flag is not None and self.evaluate(flag) == Const(False)
         )
 
+    def requires_grad_in_place(self, name: str, node: cst.Call) -> None:
+        """`name.requires_grad_(flag)`: a tensor now requires grad (or not). A module freezes or thaws
+        its parameters (the index's freezing facts) and stays the module; a parameter may be either,
+        and the call hands back the same object, so `return name` still returns the parameter."""
+        scope = self.scope
+        held = self.lookup(name)
+        flag = self.evaluate(node.args[0].value) if node.args else Const(True)
+        if isinstance(held, (ModuleObject, Instance)) or not isinstance(flag, Const):
+            return
+        if isinstance(held, Param):
+            scope.in_place[name] = held
+        scope.bindings[name] = Tensor(Grad.REQUIRED if flag.value else Grad.NONE, Spelling("`{}`", node))
+
     def collect_facts(self, node: cst.Call, callee: Value) -> None:
         facts = self.scope.facts
         func = node.func
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             receiver = func.value
-            if method == "requires_grad_" and isinstance(receiver, cst.Name) and not isinstance(self.evaluate(receiver), (ModuleObject, Instance)):
-                # A tensor's flag; `model.requires_grad_(False)` freezes a module and leaves it one.
-                flag = self.evaluate(node.args[0].value) if node.args else Const(True)
-                if isinstance(flag, Const):
-                    self.scope.bindings[receiver.value] = Tensor(Grad.REQUIRED if flag.value else Grad.NONE, Spelling("`{}`", node))
+            if method == "requires_grad_" and isinstance(receiver, cst.Name):
+                self.requires_grad_in_place(receiver.value, node)
             if method in LIST_AND_DICT_UPDATES:
                 self.forget_contents(receiver)
             if facts is None:

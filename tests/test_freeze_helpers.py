@@ -1,0 +1,127 @@
+"""Models frozen with `requires_grad_(False)`, inline or by a helper that returns the model, then
+switched to reentrant transformers checkpointing (CKPT005).
+
+`module.requires_grad_(False)` returns the module itself: the variable still holds the model (it did
+not become a tensor), and a helper that ends with `return model` hands back what it was given, so
+`enable(freeze(model))` enables checkpointing on the frozen model. Measured in
+tests/runtime/test_hf_frozen_helpers_runtime.py (fixtures/hf_frozen_helpers.py).
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+from conftest import lint_text
+
+from ckptlint.cli import main
+
+PRELUDE = '''
+from transformers import ViTConfig, ViTForImageClassification
+
+REENTRANT = {"use_reentrant": True}
+
+
+def vit_config():
+    return ViTConfig(image_size=8, patch_size=4, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, num_labels=3)
+
+
+def freeze(model):
+    model.requires_grad_(False)
+    return model
+
+
+def freeze_embeddings(model):
+    model.vit.embeddings.requires_grad_(False)
+    return model
+
+
+def enable_reentrant(model):
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+
+
+def build():
+    model = ViTForImageClassification(vit_config())
+'''
+
+
+def findings(body: str) -> set[tuple[int, str]]:
+    """(line counted from the first line of `body`, code) of every CKPT005 finding."""
+    report = lint_text(PRELUDE + textwrap.indent(textwrap.dedent(body), "    "))
+    assert report.errors == []
+    return {(f.line - PRELUDE.count("\n"), f.code) for f in report.findings if f.code == "CKPT005"}
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        # Frozen inline: the variable still holds the model.
+        ("model.requires_grad_(False)\nmodel.gradient_checkpointing_enable(gradient_checkpointing_kwargs=REENTRANT)\n", {(2, "CKPT005")}),
+        ("model.requires_grad_(False)\nenable_reentrant(model)\n", {(2, "CKPT005")}),
+        # Frozen by a helper that returns the model it froze.
+        ("enable_reentrant(freeze(model))\n", {(1, "CKPT005")}),
+        ("model = freeze(model)\nenable_reentrant(model)\n", {(2, "CKPT005")}),
+        # Correct: non-reentrant, or nothing frozen, or an input-grad hook.
+        ("model.requires_grad_(False)\nmodel.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})\n", set()),
+        ("model.requires_grad_(True)\nenable_reentrant(model)\n", set()),
+        ("model = freeze(model)\nmodel.enable_input_require_grads()\nenable_reentrant(model)\n", set()),
+    ],
+)
+def test_frozen_with_requires_grad_then_reentrant(body, expected):
+    assert findings(body) == expected
+
+
+def test_a_tensor_made_to_require_grad_still_counts_as_one():
+    source = '''
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+def step(block, x):
+    x.requires_grad_()
+    return checkpoint(block, x, use_reentrant=True)
+
+
+step(nn.Linear(4, 4), torch.ones(2, 4))
+'''
+    assert {f.code for f in lint_text(source).findings} == set()
+
+
+HELPERS = '''
+def freeze(model):
+    model.requires_grad_(False)
+    return model
+
+
+def enable_reentrant(model):
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+'''
+TRAIN = '''
+from transformers import ViTConfig, ViTForImageClassification
+
+from .helpers import enable_reentrant, freeze
+
+
+def build():
+    model = ViTForImageClassification(ViTConfig(image_size=8, patch_size=4, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32))
+    enable_reentrant(freeze(model))
+    return model
+
+
+def build_hooked():
+    model = freeze(ViTForImageClassification(ViTConfig(image_size=8, patch_size=4, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)))
+    model.enable_input_require_grads()
+    enable_reentrant(model)
+    return model
+'''
+
+
+@pytest.mark.parametrize("paths", [["."], ["pkg/train.py"]])
+def test_helpers_imported_from_another_module_of_the_project(project, paths):
+    project({"pyproject.toml": '[project]\nname = "pkg"\n', "pkg/__init__.py": "", "pkg/helpers.py": HELPERS, "pkg/train.py": TRAIN})
+    result = CliRunner().invoke(main, [*paths, "--format", "json", "--no-cache", "--transformers-version", "5.23"])
+    found = {(f["path"], f["line"], f["code"]) for f in json.loads(result.stdout)["findings"]}
+    assert found == {("pkg/train.py", 9, "CKPT005")}
