@@ -70,7 +70,14 @@ the analysis, not a verdict:
 - `litgpt-0.5.13` LoRA fine-tuning: blocks wrapped by `checkpoint_wrapper` come from a `model`
   parameter handed only to Lightning's strategy, so their class (and its LoRA dropout) is unknown.
 - `open_clip_torch-3.3.0`: every checkpoint is non-reentrant (correct); the model comes from
-  `create_model_and_transforms()`, so `lock_image_tower()` could not be linked to it either."""
+  `create_model_and_transforms()`, so `lock_image_tower()` could not be linked to it either.
+- `trl-1.16.0/trl/experimental/online_dpo/online_dpo_trainer.py` (CKPT008): with a PEFT model and no
+  reference model, the reference log-probs come from `self._forward(self.model, ...)` under
+  `torch.no_grad()` with the adapters disabled, while the model trains with checkpointing on
+  (`OnlineDPOConfig` defaults `gradient_checkpointing` to True). Following it needs the Trainer's
+  own fact that `self.model` is in train mode during `training_step`, and `no_grad` carried into
+  the callee. (Its `unwrapped_model.generate(...)` is correct: `unwrap_model_for_generation` turns
+  checkpointing off around it.)"""
 
 
 def load_bench():
