@@ -125,6 +125,11 @@ class Freeze:
             tuple(dict.fromkeys([*(p for p in self.unfrozen_paths if not reset and not within(p, later.paths)), *later.unfrozen_paths])),
         )
 
+    def where(self, here: str) -> str:
+        """Where the freezing is written, for a message in the file `here`: `line N`, or
+        `path:N` when it is written in another file."""
+        return f"line {self.line}" if self.path in ("", here) else f"{self.path}:{self.line}"
+
     def state_of(self, attr: str, parameter_names: Optional[tuple[str, ...]]) -> tuple[Optional[bool], bool]:
         """Whether the parameters of the submodule `attr` are frozen: True, False, or None when some
         may be and some not (or that cannot be told); and whether a name predicate decided it.

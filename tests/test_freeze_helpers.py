@@ -123,5 +123,7 @@ def build_hooked():
 def test_helpers_imported_from_another_module_of_the_project(project, paths):
     project({"pyproject.toml": '[project]\nname = "pkg"\n', "pkg/__init__.py": "", "pkg/helpers.py": HELPERS, "pkg/train.py": TRAIN})
     result = CliRunner().invoke(main, [*paths, "--format", "json", "--no-cache", "--transformers-version", "5.23"])
-    found = {(f["path"], f["line"], f["code"]) for f in json.loads(result.stdout)["findings"]}
-    assert found == {("pkg/train.py", 9, "CKPT005")}
+    findings = json.loads(result.stdout)["findings"]
+    assert {(f["path"], f["line"], f["code"]) for f in findings} == {("pkg/train.py", 9, "CKPT005")}
+    # The freezing is written in the helper's file: the message says which file.
+    assert "are frozen (pkg/helpers.py:" in findings[0]["message"], findings[0]["message"]

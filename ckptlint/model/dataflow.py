@@ -136,7 +136,8 @@ class Dataflow:
         builtin = bool(module.classes) and all(c in PARAMETER_MODULES or c in PARAMETER_FREE_MODULES for c in module.classes)
         names = {PARAMETER_NAMES.get(c) for c in module.classes} if builtin else set()
         state, by_name = freeze.state_of(attr, names.pop() if len(names) == 1 else None)
-        at = f" at line {freeze.line}" if freeze.line else ""
+        module, _ = self.index.split(owner)
+        at = f" at {freeze.where(module.path if module is not None else '')}" if freeze.line else ""
         if not state:
             return "" if state is False else None
         if by_name:

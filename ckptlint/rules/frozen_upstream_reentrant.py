@@ -49,10 +49,10 @@ class FrozenUpstreamReentrant(Rule):
                 freeze = self.frozen_model(model, site.receiver, function, site.enclosing_class)
                 if freeze is not None:
                     frozen = (
-                        f"parameters are frozen but for its adapters by PEFT (line {freeze.line}), which hooks the embedding "
+                        f"parameters are frozen but for its adapters by PEFT ({freeze.where(model.path)}), which hooks the embedding "
                         f"output only when checkpointing is enabled before it wraps,"
                         if freeze.adapter_wrap
-                        else f"embeddings (everything its first checkpointed layer reads) are frozen (line {freeze.line})"
+                        else f"embeddings (everything its first checkpointed layer reads) are frozen ({freeze.where(model.path)})"
                     )
                     by = f" (by `{site.wrapper.rsplit('.', 1)[-1]}`)" if site.wrapper else ""
                     enabled = (
