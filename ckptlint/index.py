@@ -1631,7 +1631,7 @@ class ProjectIndex:
             unfrozen_paths=tuple(dict.fromkeys(p for f in freezes for p in f.unfrozen_paths)),
         ), frozenset(path for _, paths in found for path in paths)
 
-    def instance_freeze(self, module: str, function: str, ctor: str) -> Optional[Freeze]:
+    def instance_freeze(self, module: str, function: str, ctor: str, depth: int = 0) -> Optional[Freeze]:
         """Freezing done to an object built by `ctor` in the top-level `function` of `module` (or in
         its module-level code) by the time the function ends; None when nothing may freeze it."""
         freezes = self.modules[module].instance_freezes
@@ -1644,17 +1644,24 @@ class ProjectIndex:
         if steps is None and built is None:
             return None
         start = None
-        if built is not None:
-            # `model = build_model()`: what the builder did to the object it returns comes first.
-            start = self.instance_freeze(built[1], built[0].rsplit(".", 1)[-1], built[2])
+        if built is not None and depth < _MAX_FREEZE_DEPTH:
+            # `model = build_model()`: what the builder did to the object it returns comes first
+            # (builders calling builders, bounded: a builder may call itself).
+            start = self.instance_freeze(built[1], built[0].rsplit(".", 1)[-1], built[2], depth + 1)
         freeze, paths = self._fold(steps or [], self.canonical(built[2] if built else ctor), 0, start)
         self.cited |= paths
         return freeze
 
     def builds(self, function: str) -> Optional[str]:
-        """The constructor of the object a project function builds and returns (None: not a builder)."""
-        built = self._built_by(function)
-        return built[2] if built is not None else None
+        """The constructor of the object a project function builds and returns, through builders
+        that call builders (None: not a builder)."""
+        found = None
+        for _ in range(_MAX_FREEZE_DEPTH):
+            built = self._built_by(function)
+            if built is None:
+                break
+            found = function = built[2]
+        return found
 
     def _built_by(self, function: str) -> Optional[tuple[str, str, str]]:
         """(the function, its module, the constructor of what it returns) for a project function that

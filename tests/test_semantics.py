@@ -1226,3 +1226,26 @@ def test_turning_a_tied_head_back_on_turns_the_embeddings_on():
         """
     # GPT-2 ties `lm_head` to `wte` (measured): an Auto model may be one, a Llama is not.
     assert findings(body, transformers="4.57") == {(12, "CKPT005")}
+
+
+def test_builders_calling_builders_are_followed_and_a_builder_calling_itself_ends():
+    body = """
+        from transformers import LlamaForCausalLM
+        def build_base(config):
+            model = LlamaForCausalLM(config)
+            model.lm_head.requires_grad_(False)
+            return model
+        def build_chain(config):
+            model = build_base(config)
+            model.model.embed_tokens.requires_grad_(False)
+            return model
+        def build_again(config):
+            model = build_again(config)
+            return model
+        def train(config):
+            model = build_chain(config)
+            model.gradient_checkpointing_enable()
+            other = build_again(config)
+            other.gradient_checkpointing_enable()
+        """
+    assert findings(body, transformers="4.57") == {(16, "CKPT005")}
