@@ -33,7 +33,7 @@ def inputs_frozen(freeze: Freeze, model_class: Optional[str], holder: str = "") 
     elif name and not name.startswith("Auto"):
         return freeze.everything or bool(freeze.attrs)  # a project's own model: its parts are not measured
     else:
-        families = [f for f in dict.fromkeys(FAMILIES) if all(_has_path(f[3], _resolved(path, f)) for path in (*freeze.paths, *freeze.unfrozen_paths))]
+        families = [f for f in FAMILIES if all(_has_path(f[3], _resolved(path, f)) for path in (*freeze.paths, *freeze.unfrozen_paths))]
     return bool(families) and all(_family_inputs_frozen(freeze, family) for family in families)
 
 
