@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import threading
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import click
 
@@ -31,17 +34,48 @@ class _DefaultToCheck(click.Group):
     """`ckptlint src/` means `ckptlint check src/`, as `ruff src/` once did."""
 
     def invoke(self, ctx: click.Context) -> object:
-        try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            # One line, the shell's code for SIGINT (click would say "Aborted!" and exit 1).
-            click.echo("ckptlint: interrupted", err=True)
-            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+        with _ctrl_c_remembered() as interrupted:
+            try:
+                return super().invoke(ctx)
+            except KeyboardInterrupt:
+                interrupted.append(signal.SIGINT)
+            finally:
+                if interrupted:
+                    # One line, the shell's code for SIGINT (click would say "Aborted!" and exit 1).
+                    click.echo("ckptlint: interrupted", err=True)
+                    raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
             args = ["check", *args]
         return super().parse_args(ctx, args)
+
+
+@contextlib.contextmanager
+def _ctrl_c_remembered() -> Iterator[list]:
+    """A list that gets an entry on Ctrl-C. Python drops a KeyboardInterrupt raised while it runs a
+    finaliser or a weakref callback (the process pool's, say) after printing "Exception ignored",
+    and the run went on to exit 1: the entry still ends it as interrupted, without that print."""
+    if threading.current_thread() is not threading.main_thread():
+        yield []
+        return
+    seen: list = []
+
+    def interrupt(signum: int, frame: object) -> None:
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    def unraisable(report: Any) -> None:
+        if not isinstance(report.exc_value, KeyboardInterrupt):
+            previous_hook(report)
+
+    previous_handler, previous_hook = signal.signal(signal.SIGINT, interrupt), sys.unraisablehook
+    sys.unraisablehook = unraisable
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous_handler)
+        sys.unraisablehook = previous_hook
 
 
 def _codes(values: Sequence[str]) -> tuple[str, ...]:

@@ -87,3 +87,27 @@ def test_ctrl_c_is_one_line_and_exit_130(tree):
     assert process.returncode == 130
     assert err.decode() == "ckptlint: interrupted\n"
     assert not any(map(alive, workers))
+
+
+# Ctrl-C while Python runs a finaliser: the KeyboardInterrupt is raised inside `__del__`, where
+# Python only prints "Exception ignored" and carries on (the pool's weakref callbacks are such code).
+SWALLOWED_RUN = """
+import signal
+import ckptlint.engine as engine
+from ckptlint.cli import main
+class Finaliser:
+    def __del__(self):
+        signal.raise_signal(signal.SIGINT)
+        sum(range(1000))  # the handler runs here, inside the finaliser
+real = engine._ticked
+def ticked(result, tick):
+    Finaliser()
+    return real(result, tick)
+engine._ticked = ticked
+main(['.', '--no-cache', '-j', '1', '--torch-version', '2.13'])
+"""
+
+
+def test_ctrl_c_that_python_swallows_still_ends_the_run_as_interrupted(tree):
+    process = subprocess.run([sys.executable, "-c", SWALLOWED_RUN], cwd=tree, capture_output=True, timeout=120)
+    assert (process.returncode, process.stderr.decode()) == (130, "ckptlint: interrupted\n")
