@@ -559,7 +559,7 @@ class _Summarizer:
                         wrapped.add(id(node.value))
                         held[wrap[0]].append(FreezeStep(wrap[1]))
                         shared = held[wrap[0]]
-                        if name == wrap[0] and not wrap[1].adapter_wrap:
+                        if name == wrap[0] and not wrap[1].adapter_wrap and self.callee_name(node.value) not in _PEFT_INJECT:
                             continue  # `model = prepare_model_for_kbit_training(model)` returns the model itself
                     held.pop(name, None)
                     if name in ctors:
@@ -584,24 +584,40 @@ class _Summarizer:
         return of_params, built
 
     def peft_effect(self, call: ast.Call, held: dict[str, list[FreezeStep]], ctors: dict[str, str]) -> Optional[tuple[str, Freeze]]:
-        """(the tracked variable whose model a PEFT call is handed, what the call does to it) for
-        `get_peft_model(model, ...)`, `PeftModel(...)` and `prepare_model_for_kbit_training(model)`."""
-        arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "model"), None)
-        if type(arg) is not ast.Name or arg.id not in held or not isinstance(call.func, (ast.Name, ast.Attribute)):
+        """(the tracked variable whose model a library call is handed, what the call does to it) for
+        the adapter libraries' calls `library_freeze` knows."""
+        arg = _model_argument(call, self.callee_name(call))
+        if type(arg) is not ast.Name or arg.id not in held:
             return None
-        freeze = self.peft_freeze(call, ctors.get(arg.id, ""))
+        freeze = self.library_freeze(call, ctors.get(arg.id, ""))
         return (arg.id, freeze) if freeze is not None else None
 
-    def peft_freeze(self, call: ast.Call, wrapped: str) -> Optional[Freeze]:
-        """What a PEFT call does to the model (built by `wrapped`, a constructor) it is handed; None
-        for other calls."""
-        callee = (self.qualify(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) else None) or ""
+    def callee_name(self, call: ast.Call) -> str:
+        return (self.qualify(call.func) if isinstance(call.func, (ast.Name, ast.Attribute)) else None) or ""
+
+    def library_freeze(self, call: ast.Call, wrapped: str) -> Optional[Freeze]:
+        """What an adapter library's call does to the model (built by `wrapped`, a constructor) it is
+        handed: `get_peft_model(model, ...)`, `PeftModel(...)`, `prepare_model_for_kbit_training(model)`,
+        `inject_adapter_in_model(config, model)`, loralib's `mark_only_lora_as_trainable(model)`;
+        None for other calls."""
+        callee = self.callee_name(call)
+        where = {"line": call.lineno, "path": self.path}
         if callee in _PEFT_KBIT:
             # It hooks the inputs (and enables checkpointing) of a quantized model only: one built by
             # its constructor or from a config holds no quantized weights; a loaded one may.
-            return Freeze(everything=True, input_grad_hook=not _built_without_weights(wrapped), line=call.lineno, path=self.path)
+            return Freeze(everything=True, input_grad_hook=not _built_without_weights(wrapped), **where)
         if callee in _PEFT_WRAPPERS or callee.startswith(_PEFT_MODEL_CLASSES):
-            return Freeze(everything=True, adapter_wrap=True, wrapped=wrapped, line=call.lineno, path=self.path)
+            return Freeze(everything=True, adapter_wrap=True, wrapped=wrapped, **where)
+        if callee in _PEFT_INJECT:
+            return Freeze(everything=True, wrapped=wrapped, **where)  # the model itself, adapters added: no hook, ever
+        if callee in _LORALIB_MARK:
+            bias = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "bias"), None)
+            known, mode = literal(bias) if bias is not None else (True, "none")
+            by_name: list[list] = [[["not", ["in", "lora_"]], True]]
+            if not (known and mode == "none"):
+                # `bias="all"` turns every `bias` back on; "lora_only" those of LoRA layers, which names don't tell.
+                by_name.append([["in", "bias"], False if known and mode == "all" else None])
+            return Freeze(by_name=tuple(by_name), **where)
         return None
 
     def call_steps(self, call: ast.Call, steps: dict[str, list[FreezeStep]], methods: frozenset[str], owner: str = "") -> None:
@@ -656,8 +672,8 @@ class _Summarizer:
             callee = self.qualify(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
             if callee is None:
                 return None
-            inner = value.args[0] if value.args else None
-            wrap = self.peft_freeze(value, "") if type(inner) is ast.Call else None
+            inner = _model_argument(value, callee)
+            wrap = self.library_freeze(value, "") if type(inner) is ast.Call else None
             if wrap is not None:
                 # `get_peft_model(Net(), config)`: the wrapper, after what was done to the model inside it
                 made = self.constructed(inner)
@@ -1000,7 +1016,20 @@ _PEFT_WRAPPERS = frozenset({"peft.get_peft_model", "peft.mapping.get_peft_model"
 _PEFT_MODEL_CLASSES = ("peft.PeftModel", "peft.peft_model.PeftModel")  # and `.from_pretrained`, the task subclasses
 # Freezes every parameter; hooks the inputs (and enables checkpointing) only for a quantized model.
 _PEFT_KBIT = frozenset({"peft.prepare_model_for_kbit_training", "peft.utils.prepare_model_for_kbit_training", "peft.utils.other.prepare_model_for_kbit_training"})
+# Adds the adapters to the model it is handed (the second argument) and returns that model, every
+# other parameter frozen (measured: tests/runtime/test_adapter_libraries_runtime.py); no input-grad hook.
+_PEFT_INJECT = frozenset({"peft.inject_adapter_in_model", "peft.mapping.inject_adapter_in_model"})
+# loralib 0.1.2 `mark_only_lora_as_trainable(model, bias="none")`: freezes every parameter whose name
+# lacks `lora_` (read in its source; measured in the same test).
+_LORALIB_MARK = frozenset({"loralib.mark_only_lora_as_trainable", "loralib.utils.mark_only_lora_as_trainable"})
 _HF_ENABLE_KWARGS = {"gradient_checkpointing_enable": "gradient_checkpointing_kwargs", "activation_checkpointing_enable": "activation_checkpointing_kwargs"}
+
+
+def _model_argument(call: ast.Call, callee: str) -> Optional[ast.AST]:
+    """The model an adapter library's call is handed: its first argument (the second for
+    `inject_adapter_in_model(config, model)`), or `model=`."""
+    position = 1 if callee in _PEFT_INJECT else 0
+    return call.args[position] if len(call.args) > position else next((k.value for k in call.keywords if k.arg == "model"), None)
 
 
 def _built_without_weights(constructor: str) -> bool:

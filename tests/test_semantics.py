@@ -812,6 +812,79 @@ def test_peft_hooks_the_inputs_only_of_a_model_already_checkpointed_when_it_wrap
     assert findings(body, transformers="4.57") == {(7, "CKPT005"), (11, "CKPT005"), (15, "CKPT005"), (30, "CKPT005"), (35, "CKPT005")}
 
 
+
+def test_adapter_libraries_that_freeze_the_model_they_are_handed():
+    body = """
+        import torch.nn as nn
+        import loralib as lora
+        from peft import LoraConfig, inject_adapter_in_model
+        from torch.utils.checkpoint import checkpoint
+        from transformers import ViTForImageClassification
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 8)
+                self.block = lora.Linear(8, 8, r=2)
+            def forward(self, ids):
+                return checkpoint(self.block, self.embed(ids), use_reentrant=True)
+        def loralib_marked():
+            model = Net()
+            lora.mark_only_lora_as_trainable(model)
+            return model
+        def loralib_biases_back_on():
+            model = Net()
+            lora.mark_only_lora_as_trainable(model, bias="all")
+            return model
+        def injected(name):
+            model = ViTForImageClassification.from_pretrained(name)
+            model = inject_adapter_in_model(LoraConfig(target_modules=["query"]), model)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+        def injected_in_place(name):
+            model = ViTForImageClassification.from_pretrained(name)
+            inject_adapter_in_model(LoraConfig(target_modules=["query"]), model=model)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+        def injected_and_hooked(name):
+            model = inject_adapter_in_model(LoraConfig(target_modules=["query"]), ViTForImageClassification.from_pretrained(name))
+            model.enable_input_require_grads()
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+        """
+    # loralib freezes every parameter whose name lacks `lora_` (`bias="all"` turns biases back on:
+    # the embedding has none, so it stays frozen); inject_adapter_in_model freezes all but the
+    # adapters and, unlike get_peft_model, never hooks the inputs
+    assert findings(body) == {(13, "CKPT005"), (25, "CKPT005"), (29, "CKPT005")}
+
+
+def test_enable_on_a_library_model_held_by_a_project_object_sees_its_freezing():
+    body = """
+        import torch
+        from transformers import BertModel
+        class Classifier(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bert = BertModel.from_pretrained("bert-base-uncased")
+                self.head = torch.nn.Linear(768, 2)
+            def forward(self, input_ids):
+                return self.head(self.bert(input_ids=input_ids).pooler_output)
+        def freeze_bottom(model):
+            for param in model.bert.embeddings.parameters():
+                param.requires_grad = False
+        def train():
+            model = Classifier()
+            freeze_bottom(model)
+            model.bert.gradient_checkpointing_enable()
+        def train_head_frozen():
+            model = Classifier()
+            model.head.requires_grad_(False)
+            model.bert.gradient_checkpointing_enable()
+        def train_hooked():
+            model = Classifier()
+            freeze_bottom(model)
+            model.bert.enable_input_require_grads()
+            model.bert.gradient_checkpointing_enable()
+        """
+    assert findings(body, transformers="4.57") == {(17, "CKPT005")}
+    assert findings(body, transformers="5.23") == set()  # 5.x hooks BERT's input_ids itself
+
 WRAPPERS = """
 def run_ckpt(fn, *args, **kwargs):
     return checkpoint(functools.partial(fn, **kwargs), *args, use_reentrant=True)

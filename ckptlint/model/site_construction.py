@@ -336,14 +336,25 @@ class SiteConstruction:
             value, kwargs_node = Const(None), None
         mode = hf_kwargs_mode(value, kwargs_node, keyword, self.versions, empty_means_none=False)
         receiver = self.evaluate(node.func.value) if isinstance(node.func, cst.Attribute) else None
+        holder = self.holder_of(node.func.value) if isinstance(node.func, cst.Attribute) else None
         key = model_key(self, node.func.value) if isinstance(node.func, cst.Attribute) else None
         if key is not None:
             self.scope.checkpointed_models.setdefault(key, node)
         preserve, preserve_node = hf_preserve_rng_state(value, kwargs_node)
         return CheckpointSite(
             ApiKind.HF_ENABLE, method, node, mode, None, preserve_rng_state=preserve, preserve_rng_node=preserve_node,
-            kwargs_value=value, kwargs_node=kwargs_node, receiver=receiver,
+            kwargs_value=value, kwargs_node=kwargs_node, receiver=receiver, receiver_holder=holder,
         )  # fmt: skip
+
+    def holder_of(self, target: cst.BaseExpression) -> Optional[tuple[Value, str]]:
+        """For `name.a.b` (not `self`): what `name` holds and the path `a.b`."""
+        path = []
+        while isinstance(target, cst.Attribute):
+            path.append(target.attr.value)
+            target = target.value
+        if not path or not isinstance(target, cst.Name) or target.value in ("self", "cls"):
+            return None
+        return self.evaluate(target), ".".join(reversed(path))
 
     def training_arguments_site(self, node: cst.Call) -> Optional[CheckpointSite]:
         arguments = self.arguments(node.args)

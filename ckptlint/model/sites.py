@@ -93,6 +93,9 @@ class CheckpointSite:
     # transformers enable calls: the model object the call configures. TrainingArguments: the model
     # a `Trainer` handed them trains, the function that builds that Trainer, and the flag's keyword.
     receiver: Optional[Value] = None
+    # An enable call on a submodule of a variable (`model.bert.gradient_checkpointing_enable()`):
+    # what the variable holds and the submodule's dotted path in it, where its freezing is recorded.
+    receiver_holder: Optional[tuple[Value, str]] = None
     trainer_function: Optional[str] = None
     flag_node: Optional[cst.CSTNode] = None
     # `use_reentrant=<value>` when the value depends on a parameter (resolved from the callers).

@@ -46,7 +46,7 @@ class FrozenUpstreamReentrant(Rule):
                 )
             elif site.kind in (ApiKind.HF_ENABLE, ApiKind.HF_TRAINING_ARGS) and site.reentrant:
                 function = site.trainer_function if site.kind is ApiKind.HF_TRAINING_ARGS else site.enclosing_function
-                freeze = self.frozen_model(model, site.receiver, function, site.enclosing_class)
+                freeze = self.frozen_model(model, site.receiver, function, site.enclosing_class, site.receiver_holder)
                 if freeze is not None:
                     frozen = (
                         f"parameters are frozen but for its adapters by PEFT ({freeze.where(model.path)}), which hooks the embedding "
@@ -72,20 +72,24 @@ class FrozenUpstreamReentrant(Rule):
                     )
 
     @staticmethod
-    def frozen_model(model: FileModel, receiver: Optional[Value], enclosing_function: Optional[str], enclosing_class: Optional[str]) -> Optional[Freeze]:
-        if isinstance(receiver, Instance):
-            ctor = receiver.ctor
-        elif isinstance(receiver, ModuleObject) and len(receiver.classes) == 1:
-            ctor = receiver.classes[0]
-        else:
+    def frozen_model(
+        model: FileModel, receiver: Optional[Value], enclosing_function: Optional[str], enclosing_class: Optional[str],
+        receiver_holder: Optional[tuple[Value, str]] = None,
+    ) -> Optional[Freeze]:
+        ctor = _constructor(receiver)
+        if ctor is None:
             return None
         held = HELD.fullmatch(receiver.origin) if isinstance(receiver, ModuleObject) and enclosing_class else None
+        function = (enclosing_function or "").removeprefix(model.module + ".").split(".", 1)[0]
+        holder_ctor = _constructor(receiver_holder[0]) if receiver_holder else None
         if held:
             # A model the class holds (`self.model`, a LightningModule's): frozen by the class's code.
             freeze: Optional[Freeze] = model.index.freeze_of(enclosing_class)
             holder = held.group(1)
+        elif receiver_holder and holder_ctor:
+            # `model.bert.gradient_checkpointing_enable()`: frozen through the object built here.
+            freeze, holder = model.index.instance_freeze(model.module, function, holder_ctor), receiver_holder[1]
         else:
-            function = (enclosing_function or "").removeprefix(model.module + ".").split(".", 1)[0]
             freeze, holder = model.index.instance_freeze(model.module, function, ctor), ""
         ctor = model.index.builds(ctor) or ctor  # `model = build_model()`: the model it builds
         if freeze is None or freeze.input_grad_hook or not inputs_frozen(freeze, _library_class(model, freeze.wrapped or ctor), holder):
@@ -98,6 +102,14 @@ class FrozenUpstreamReentrant(Rule):
         if main_input is not None and main_input.has_constant:
             return freeze if main_input.constant != "input_ids" else None
         return freeze if any(marker in ctor for marker in VISION_OR_AUDIO) else None
+
+
+def _constructor(value: Optional[Value]) -> Optional[str]:
+    if isinstance(value, Instance):
+        return value.ctor
+    if isinstance(value, ModuleObject) and len(value.classes) == 1:
+        return value.classes[0]
+    return None
 
 
 def _library_class(model: FileModel, ctor: str) -> Optional[str]:
