@@ -1616,9 +1616,13 @@ class ProjectIndex:
 
     def forward_owner(self, class_qualname: str) -> Optional[ClassSummary]:
         """The class in the MRO that defines `forward`."""
+        return self.method_owner(class_qualname, "forward")
+
+    def method_owner(self, class_qualname: str, method: str) -> Optional[ClassSummary]:
+        """The class in the MRO that defines `method`."""
         for name in self.ancestors(class_qualname):
             summary = self.class_(name)
-            if summary is not None and "forward" in summary.methods:
+            if summary is not None and method in summary.methods:
                 return summary
         return None
 

@@ -885,6 +885,39 @@ def test_enable_on_a_library_model_held_by_a_project_object_sees_its_freezing():
     assert findings(body, transformers="4.57") == {(17, "CKPT005")}
     assert findings(body, transformers="5.23") == set()  # 5.x hooks BERT's input_ids itself
 
+
+def test_keywords_a_wrapper_hands_on_through_its_kwargs_reach_a_reentrant_checkpoint():
+    body = """
+        import torch.nn as nn
+        from torch.utils.checkpoint import checkpoint
+        def run(fn, *args, **kwargs):
+            return checkpoint(fn, *args, use_reentrant=True, **kwargs)
+        def run_deleted(fn, *args, **kwargs):
+            del kwargs["mask"]
+            return checkpoint(fn, *args, use_reentrant=True, **kwargs)
+        def run_cleared(fn, *args, **kwargs):
+            kwargs.clear()
+            return checkpoint(fn, *args, use_reentrant=True, **kwargs)
+        class Runner:
+            def __init__(self, block):
+                self.block = block
+            def __call__(self, *args, **kwargs):
+                return checkpoint(self.block, *args, use_reentrant=True, **kwargs)
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.runner = Runner(self.fc)
+            def forward(self, x):
+                h = self.fc(x)
+                a = run(self.fc, h, mask=h)
+                b = run(self.fc, h, preserve_rng_state=False)
+                c = run_deleted(self.fc, h, mask=h)
+                d = run_cleared(self.fc, h, mask=h)
+                return a + b + c + d + self.runner(h, mask=h)
+        """
+    assert findings(body) == {(24, "CKPT003"), (28, "CKPT003")}
+
 WRAPPERS = """
 def run_ckpt(fn, *args, **kwargs):
     return checkpoint(functools.partial(fn, **kwargs), *args, use_reentrant=True)

@@ -96,6 +96,7 @@ from ckptlint.versions import LibraryVersions
 # Parameters named like this are iterated as data loaders (`for x, y in loader:`).
 LOADER_NAME = re.compile(r"(^|_)(data)?loader$|dataloader", re.IGNORECASE)
 LIST_AND_DICT_UPDATES = frozenset({"append", "extend", "insert", "update", "setdefault"})
+_REMOVALS = frozenset({"pop", "popitem", "clear", "remove"})
 INPLACE_UPDATES = frozenset({"add_", "copy_", "mul_", "fill_", "zero_", "index_add_", "scatter_add_", "lerp_"})
 class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWalker):
     def __init__(self, summary: ModuleSummary, index: ProjectIndex, versions: LibraryVersions, settings: Settings) -> None:
@@ -445,9 +446,20 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
                 self.runtime_attrs.setdefault(cls, {}).setdefault(attr, (statement, value))
 
     def forget_contents(self, receiver: cst.BaseExpression) -> None:
-        """A literal list or dict changed after it was built no longer holds what the literal says."""
-        if isinstance(receiver, cst.Name) and isinstance(self.scope.bindings.get(receiver.value), (Items, DictLit)):
+        """A literal list or dict changed after it was built no longer holds what the literal says, nor
+        the function's `**kwargs` what its callers passed."""
+        if not isinstance(receiver, cst.Name):
+            return
+        bound = self.scope.bindings.get(receiver.value)
+        facts = self.scope.facts
+        if isinstance(bound, (Items, DictLit)) or isinstance(bound, Param) and facts is not None and bound.name == facts.star_star:
             self.scope.bindings[receiver.value] = UNKNOWN
+
+    def leave_Del(self, node: cst.Del) -> None:
+        targets = [e.value for e in node.target.elements] if isinstance(node.target, (cst.Tuple, cst.List)) else [node.target]
+        for target in targets:
+            if isinstance(target, cst.Subscript):
+                self.forget_contents(target.value)  # `del kwargs["mask"]`
 
     def mutate_container(self, receiver: cst.BaseExpression, node: cst.CSTNode, method: str, stored: Value) -> None:
         """`x.append(...)`, `x[k] = v`, `x.update(...)` on something that outlives the call."""
@@ -634,7 +646,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
             receiver = func.value
             if method == "requires_grad_" and isinstance(receiver, cst.Name):
                 self.requires_grad_in_place(receiver.value, node)
-            if method in LIST_AND_DICT_UPDATES:
+            if method in LIST_AND_DICT_UPDATES or method in _REMOVALS:
                 self.forget_contents(receiver)
             if facts is None:
                 return
@@ -670,8 +682,10 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         """The project functions a call of `callee` runs (a module runs its `forward`), and whether
         they get `self` implicitly."""
         if isinstance(callee, ModuleObject):
-            owners = (self.index.forward_owner(cls) for cls in callee.classes)
-            return tuple(dict.fromkeys(f"{owner.qualname}.forward" for owner in owners if owner is not None)), True
+            # A module runs its `forward`; an object of a plain class with `__call__` (a checkpoint runner) that.
+            runs = (self.index.forward_owner(cls) and "forward" or self.index.method_owner(cls, "__call__") and "__call__" for cls in callee.classes)
+            owners = ((self.index.method_owner(cls, method), method) for cls, method in zip(callee.classes, runs) if method)
+            return tuple(dict.fromkeys(f"{owner.qualname}.{method}" for owner, method in owners if owner is not None)), True
         if isinstance(callee, LocalFunction):
             return (callee.qualname,), callee.node is None  # a method reached through an object, or a closure
         if isinstance(callee, Ref):

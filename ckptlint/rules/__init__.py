@@ -58,7 +58,7 @@ def non_reentrant_advice(site: "CheckpointSite") -> str:
 
 
 def callee_name(site: "CheckpointSite") -> str:
-    from ckptlint.model.values import Lambda, LocalFunction, ModuleObject, Partial, Ref
+    from ckptlint.model.values import Lambda, LocalFunction, ModuleObject, Param, Partial, Ref
 
     function = site.function
     if site.wrapper and isinstance(function, Partial):
@@ -71,6 +71,9 @@ def callee_name(site: "CheckpointSite") -> str:
         return spelled(function.node)
     if isinstance(function, Lambda):
         return spelled(function.node)
+    if isinstance(function, Param) and function.function.endswith(".__init__"):
+        # held by a wrapper object whose constructions hand it different callables
+        return f"{function.function.rsplit('.', 2)[-2]}.{function.name}"
     args = [a for a in site.call.args if not a.keyword]
     return spelled(args[0].value) if args else "the function"
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from ckptlint.findings import Severity
 from ckptlint.fixes import non_reentrant
+from ckptlint.model.apis import CONTROL_KEYWORDS
 from ckptlint.model.sites import ApiKind, CheckpointSite
 from ckptlint.model.values import Const, DictLit, Grad, Items, Lambda, LocalFunction, ModuleObject, Param, Partial, Tensor, Value, grad_on_some_path, packed
 from ckptlint.model.torch_knowledge import ACTIVATION_NAMES
@@ -32,6 +33,13 @@ PACKED_HELP = (
     "pass each tensor as a positional checkpoint argument of its own (`checkpoint(fn, h, ctx)`), or use "
     "`use_reentrant=False`, which tracks every tensor the function uses"
 )
+
+
+def spread_keywords(site: CheckpointSite) -> list[str]:
+    """The keywords a call of a checkpoint wrapper hands on through the wrapper's `**kwargs` to torch,
+    which takes its own control keywords and passes the rest to the checkpointed function."""
+    spread = site.spread_value
+    return [k for k in spread.entries if k not in CONTROL_KEYWORDS] if isinstance(spread, DictLit) else []
 
 
 def needs_grad(value: Value) -> bool:
@@ -65,9 +73,10 @@ class GradTensorNotPositional(Rule):
 
     @staticmethod
     def direct_keywords(site: CheckpointSite) -> Iterator[Diagnostic]:
-        if not site.keywords:
+        spread = spread_keywords(site)
+        if not site.keywords and not spread:
             return
-        names = ", ".join(arg.keyword.value for arg in site.keywords if arg.keyword)
+        names = ", ".join([*(arg.keyword.value for arg in site.keywords if arg.keyword), *spread])
         if site.kind is ApiKind.HF_FUNC:
             yield Diagnostic(
                 site.call,
@@ -77,9 +86,12 @@ class GradTensorNotPositional(Rule):
                 HF_HELP,
             )
             return
+        parts = (site.wrapper or "").split(".")
+        wrapper = ".".join(parts[-2:]) if parts[-1] in ("forward", "__call__") else parts[-1]
+        through = f" (through the `**` of `{wrapper}`)" if spread and site.wrapper else ""
         yield Diagnostic(
             site.call,
-            f"reentrant checkpoint of `{callee_name(site)}` with keyword argument(s) {names}: torch raises "
+            f"reentrant checkpoint of `{callee_name(site)}` with keyword argument(s) {names}{through}: torch raises "
             f"`ValueError: Unexpected keyword arguments: {names}`; {site.mode.reason}",
             WRAPPER_HELP if site.kind is ApiKind.WRAPPED_MODULE_CALL else HELP,
             fixes=non_reentrant(site),

@@ -1,0 +1,33 @@
+"""CKPT003 at runtime through wrappers that hand `**kwargs` on to a reentrant checkpoint
+(fixtures/keyword_forwarding_wrappers.py), torch 2.13: a keyword the wrapper is given reaches
+torch's checkpoint, which raises in reentrant mode; the look-alikes train like the direct call."""
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ckpt_runtime import assert_same_grads, grads, load_fixture, no_checkpointing  # noqa: E402
+
+
+@pytest.mark.parametrize("how", ["function", "module", "runner"])
+def test_a_keyword_handed_on_to_a_reentrant_checkpoint_raises(how):
+    fx = load_fixture("keyword_forwarding_wrappers")
+    torch.manual_seed(0)
+    model = fx.Fusion()
+    with pytest.raises(ValueError, match="Unexpected keyword arguments: gate"):
+        fx.step(model, *fx.batch(), how)
+
+
+@pytest.mark.parametrize("how", ["popped", "non_reentrant", "positional"])
+def test_look_alikes_train_as_without_checkpointing(how):
+    fx = load_fixture("keyword_forwarding_wrappers")
+    torch.manual_seed(0)
+    model = fx.Fusion()
+    reference = copy.deepcopy(model)
+    fx.step(model, *fx.batch(), how)
+    with no_checkpointing(fx):
+        fx.step(reference, *fx.batch(), how)
+    assert all(g is not None for name, g in grads(model).items() if name.startswith(("stem.", "mix.")))
+    assert_same_grads(grads(model), grads(reference))
