@@ -83,7 +83,10 @@ def checkpoint_names(summary: ModuleSummary, index: ProjectIndex, settings: Sett
     wrappers = dict(settings.checkpoint_functions)
     bindings = {**{name: target for name, target in summary.imports.items()}, **{name: f"{summary.name}.{name}" for name in summary.aliases}}
     bindings.update((name, f"{summary.name}.{name}") for name in summary.classes)
-    names = {name for name in summary.functions if index.enables_hf_checkpointing(f"{summary.name}.{name}")}
+    names = {
+        name for name in summary.functions
+        if index.enables_hf_checkpointing(f"{summary.name}.{name}") or index.wrapper_parameter(f"{summary.name}.{name}")
+    }  # fmt: skip
     for name, target in bindings.items():
         canonical = index.canonical(target)
         alias = index.alias(canonical)

@@ -218,6 +218,18 @@ def test_calls_of_an_inferred_wrapper_are_found_in_files_without_checkpoint_text
     assert [(f.path, f.line, f.code) for f in report.findings] == [("pkg/train.py", 8, "CKPT001")]
 
 
+def test_a_class_that_only_calls_a_wrapper_defined_beside_it_is_kept():
+    source = (
+        "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
+        "def run_blocks(fn, *args, **kwargs):\n    return checkpoint(fn, *args, use_reentrant=True, **kwargs)\n\n\n"
+        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 4)\n\n"
+        "    def forward(self, x):\n        return run_blocks(self.fc, x, mask=x)\n"
+    )
+    cut = sliced(source)
+    assert "class Net" in cut.text and "run_blocks(self.fc, x, mask=x)" in cut.text
+    assert [(f.line, f.code) for f in lint_text(source).findings] == [(15, "CKPT003")]
+
+
 def test_a_parenthesised_checkpoint_callee_is_a_site():
     """`(checkpoint)(fn, x)` is a call of checkpoint too: the text prefilter let such a file
     through only when another call was spelled plainly (found by the fuzzer's parentheses)."""
