@@ -277,6 +277,9 @@ class ModuleSummary:
     # Top-level functions that return an object they build (`def build_model(): model = Net(); ...;
     # return model`): function -> that object's constructor (its steps: instance_key(function, ctor)).
     builders: dict[str, str] = field(default_factory=dict)
+    # Top-level functions that return a model built with caching switched on (`use_cache=True` in its
+    # constructor or `from_pretrained`, or `model.config.use_cache = True` before `return model`).
+    cache_builders: tuple[str, ...] = ()
     digest: str = field(default="", compare=False)
 
     def to_json(self) -> dict:
@@ -321,6 +324,7 @@ class ModuleSummary:
             models=tuple(data["models"]),
             trains=data["trains"],
             builders=data["builders"],
+            cache_builders=tuple(data["cache_builders"]),
             blocks=[
                 Block(
                     b["start"], b["end"], b["definition"], b["binds"], b["refs"], b["attrs"], b["stashes"],
@@ -366,6 +370,19 @@ def _built_as(body: list[ast.stmt], name: str) -> Optional[ast.expr]:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == name:
             value = stmt.value
     return value
+
+
+def _returns_cached_model(body: list[ast.stmt], returned: Optional[str], made: Optional[ast.expr]) -> bool:
+    """Whether a function body returns a model built with `use_cache=True` (a literal), or whose
+    `config.use_cache` it sets to True before returning it."""
+    last = body[-1] if body else None
+    built = made if returned else last.value if isinstance(last, ast.Return) else None
+    if isinstance(built, ast.Call) and any(k.arg == "use_cache" and literal(k.value) == (True, True) for k in built.keywords):
+        return True
+    return returned is not None and any(
+        isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and ast.unparse(stmt.targets[0]) == f"{returned}.config.use_cache" and literal(stmt.value) == (True, True)
+        for stmt in body
+    )
 
 
 def instance_key(function: str, ctor: str) -> str:
@@ -447,6 +464,7 @@ class _Summarizer:
         self.instance_freezes: dict[str, list[FreezeStep]] = {}
         self.param_freezes: dict[str, dict[str, list[FreezeStep]]] = {}
         self.builders: dict[str, str] = {}
+        self.cache_builders: list[str] = []
         for stmt in _module_level(tree.body):
             if isinstance(stmt, ast.ClassDef):
                 classes[stmt.name] = self.summarize_class(stmt)
@@ -465,6 +483,7 @@ class _Summarizer:
         return ModuleSummary(
             self.module, path, self.is_package, dict(self.imports), classes, tuple(functions), aliases, self.instance_freezes,
             self.param_freezes, hf_enables, built, wraps, self.forwarding, models, self.trains, blocks, self.builders,
+            tuple(self.cache_builders),
         )
 
     def may_freeze(self, node: ast.stmt) -> bool:
@@ -524,6 +543,8 @@ class _Summarizer:
         made = _built_as(body, returned) if function and returned else None
         if made is not None and (made_ctor := self.constructed(made)) is not None:
             self.builders[function] = made_ctor[0]
+        if function and _returns_cached_model(body, returned, made):
+            self.cache_builders.append(function)
         for ctor, built in instances:
             if built:
                 self.instance_freezes[instance_key(function, ctor)] = built
@@ -1684,6 +1705,11 @@ class ProjectIndex:
         freeze, paths = self._fold(steps or [], self.canonical(built[2] if built else ctor), 0, start)
         self.cited |= paths
         return freeze
+
+    def returns_cached_model(self, function: str) -> bool:
+        """Whether a project function returns a model built with caching switched on."""
+        module, name = self.split(self.canonical(function))
+        return module is not None and name in module.cache_builders
 
     def builds(self, function: str) -> Optional[str]:
         """The constructor of the object a project function builds and returns, through builders

@@ -918,6 +918,33 @@ def test_keywords_a_wrapper_hands_on_through_its_kwargs_reach_a_reentrant_checkp
         """
     assert findings(body) == {(24, "CKPT003"), (28, "CKPT003")}
 
+
+def test_a_model_a_helper_returns_with_caching_on_is_cached_under_checkpointing():
+    body = """
+        from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+        def load(name):
+            return AutoModelForCausalLM.from_pretrained(name, use_cache=True)
+        def load_configured(name):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            model.config.use_cache = True
+            return model
+        def load_plain(name):
+            return AutoModelForCausalLM.from_pretrained(name, use_cache=False)
+        def train(name, data):
+            model = load(name)
+            Trainer(model=model, args=TrainingArguments("out", gradient_checkpointing=True), train_dataset=data).train()
+        def train_configured(name):
+            model = load_configured(name)
+            model.gradient_checkpointing_enable()
+        def train_plain(name, data):
+            model = load_plain(name)
+            Trainer(model=model, args=TrainingArguments("out", gradient_checkpointing=True), train_dataset=data).train()
+        def sample(name, prompt):
+            model = load(name)
+            return model.generate(prompt)
+        """
+    assert findings(body) == {(12, "CKPT004"), (15, "CKPT004")}
+
 WRAPPERS = """
 def run_ckpt(fn, *args, **kwargs):
     return checkpoint(functools.partial(fn, **kwargs), *args, use_reentrant=True)

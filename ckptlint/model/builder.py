@@ -540,6 +540,9 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
                 for arg in node.value.args:
                     if arg.keyword and arg.keyword.value == "use_cache" and self.evaluate(arg.value) == Const(True):
                         self.spell_cache(target.target.value, arg, "use_cache")
+                callee = self.evaluate(node.value.func)
+                if isinstance(callee, Ref) and self.index.returns_cached_model(callee.qualname):
+                    self.spell_cache(target.target.value, node.value, "use_cache")  # `model = load_model(name)`
 
     def note_fresh(self, name: str, expression: cst.BaseExpression, value: Value) -> None:
         """In a loop body: whether `name` now holds a tensor made in this iteration from leaves only (a

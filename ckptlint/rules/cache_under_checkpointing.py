@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Iterator
 from ckptlint.findings import Severity
 from ckptlint.fixes import no_cache
 from ckptlint.model.sites import ApiKind
-from ckptlint.rules import Diagnostic, Rule, callee_name
+from ckptlint.rules import Diagnostic, Rule, callee_name, spelled
 from ckptlint.rules.side_effect_escapes import CHECKPOINTED, is_cache
 from ckptlint.versions import generation_loses_context
 
@@ -25,11 +25,15 @@ class CacheUnderCheckpointing(Rule):
     summary = "KV caches under gradient checkpointing: `use_cache=True`, `past_key_values=` in training, `generate()` in train mode, caches mutated in a checkpoint"
 
     def check(self, model: FileModel) -> Iterator[Diagnostic]:
+        import libcst as cst
+
         for use in model.cache_uses:
             if use.kind == "use_cache":
+                # A call: a project function that returns the model built with caching on.
+                by = f" (`{spelled(use.node.func)}` returns it built with caching on)" if isinstance(use.node, cst.Call) else ""
                 yield Diagnostic(
                     use.node,
-                    f"`use_cache=True` for `{use.model}`, whose gradient checkpointing is on in this training code: transformers "
+                    f"`use_cache=True` for `{use.model}`{by}, whose gradient checkpointing is on in this training code: transformers "
                     "silently turns caching off while checkpointing (\"`use_cache=True` is incompatible with gradient "
                     "checkpointing. Setting `use_cache=False`\"), so `outputs.past_key_values` is None",
                     "pass `use_cache=False` while training with checkpointing; cache only in eval()/generation",
