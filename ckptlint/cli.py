@@ -103,6 +103,22 @@ def project_root(settings: Settings, paths: Sequence[str]) -> Optional[Path]:
     return None
 
 
+def unmarked_project(paths: Sequence[str]) -> Optional[Path]:
+    """Without project markers, the outermost package holding the named files (its modules import
+    each other); None when they are in different ones or in none: a bare script is linted alone
+    (walking whatever folder holds it could be a home directory)."""
+    roots = set()
+    for given in (p for p in paths if p != "-"):
+        path = Path(given).resolve()
+        if os.path.isdir(path):
+            return None  # a folder is walked whole already
+        folder, top = path.parent, None
+        while os.path.isfile(folder / "__init__.py") and folder.parent != folder:  # False where we may not look
+            folder, top = folder.parent, folder
+        roots.add(top)
+    return roots.pop() if len(roots) == 1 else None
+
+
 def cache_dir_for(settings: Settings, root: Optional[Path], override: Optional[str]) -> Path:
     """--cache-dir and CKPTLINT_CACHE_DIR are relative to the working directory, the configured
     one to its config file (already resolved), the default to the project root."""
@@ -269,10 +285,12 @@ def check(
         raise _fail("--update-baseline needs --baseline FILE, and no --fix, --diff or --add-noqa")
     baseline = _baseline(baseline_file, update_baseline)
 
+    indexed = root or unmarked_project(paths)
+
     def run(stdin_text: Optional[str]) -> LintReport:
         # The bytes as read unless fixed: decoded as Python decodes a file, or reported if they do not decode.
         given = stdin_data if stdin is None or stdin_text == stdin[1] else (stdin[0], stdin_text)
-        return lint(paths, settings, versions, jobs=jobs, cache=cache, stdin=given, project=root)
+        return lint(paths, settings, versions, jobs=jobs, cache=cache, stdin=given, project=indexed)
 
     feedback = progress.wanted(sys.stderr, show_progress)
     try:

@@ -170,3 +170,38 @@ def test_a_state_written_too_soon_after_an_edit_is_written_again_once_it_can_be_
     for _ in range(2):
         assert [f["code"] for f in _check("--cache-dir", cache, name)["findings"]] == ["CKPT007"]
     assert len(decoded) == 1  # the first run could not trust the state; the second could
+
+
+PACKAGE = {
+    "pkg/__init__.py": "",
+    "pkg/runners.py": (
+        "from torch.utils.checkpoint import checkpoint\n\n\n"
+        "def run(fn, *args, **kwargs):\n    return checkpoint(fn, *args, use_reentrant=True, **kwargs)\n"
+    ),
+    "pkg/models/__init__.py": "",
+    "pkg/models/fusion.py": (
+        "from torch import nn\n\nfrom ..runners import run\n\n\n"
+        "class Fusion(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 4)\n\n"
+        "    def forward(self, x):\n        h = self.fc(x)\n        return run(self.fc, h, mask=h)\n"
+    ),
+    "train.py": (
+        "from pkg.runners import run\n\n\n"
+        "def step(block, loader):\n    for x, y in loader:\n        run(block, x).sum().backward()\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("named, cwd", [("pkg/models/fusion.py", "."), ("models/fusion.py", "pkg")])
+def test_without_project_markers_a_file_alone_sees_its_package(named, cwd, tmp_path, monkeypatch):
+    """No pyproject.toml, setup.py, requirements.txt or .git: a file in a package is linted with the
+    package it belongs to (a bare script is linted alone)."""
+    root = tmp_path / "loose"
+    for name, text in PACKAGE.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    monkeypatch.chdir(root)
+    whole = _by_file(_check("--no-cache", "."))
+    assert set(whole) == {"pkg/models/fusion.py", "train.py"}  # the wrapper's calls, in both files
+    monkeypatch.chdir(root / cwd)
+    alone = _by_file(_check("--no-cache", named))
+    assert list(alone.values()) == [whole[Path(cwd, named).as_posix().removeprefix("./")]]
