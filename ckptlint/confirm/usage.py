@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import builtins
 import os
+import stat
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -71,7 +72,9 @@ def _files_under(folder: str, root: str) -> tuple[str, ...]:
 @lru_cache(maxsize=4096)
 def _read(path: str, mtime: float) -> str:
     try:
-        if os.path.getsize(path) > MAX_BYTES:
+        status = os.stat(path)
+        # Only regular files: opening a FIFO named `*.py` would wait for a writer forever.
+        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_BYTES:
             return ""
         return Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:

@@ -269,3 +269,25 @@ def test_lightning_validation_step_runs_without_grad_like_lightning(verdicts):
     assert confirmation.target.endswith("::LitNet.validation_step")
     assert "ran with grad disabled" in confirmation.evidence[0]
     assert "ran LitNet().validation_step(batch=float32[2, 6], batch_idx=0)" in confirmation.evidence[-1]
+
+
+def test_a_fifo_named_like_python_in_the_project_is_not_read(tmp_path):
+    """The project's files are looked through from the working directory; a FIFO named `*.py` in
+    it (open() would wait for a writer forever) reads as empty instead of hanging --confirm."""
+    import os
+    import threading
+
+    from ckptlint.confirm import usage
+
+    pipe = tmp_path / "pipe.py"
+    os.mkfifo(pipe)
+    (tmp_path / "model.py").write_text("class Net:\n    pass\n")
+    read: dict[str, str] = {}
+    reader = threading.Thread(target=lambda: read.update({f: usage.text_of(f) for f in usage.project_files(str(tmp_path / "model.py"), str(tmp_path))}), daemon=True)
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():
+        with open(pipe, "w"):  # let the blocked open() return, so the thread ends
+            pass
+        pytest.fail("reading the project's files blocked on a FIFO")
+    assert read[str(pipe)] == "" and "class Net" in read[str(tmp_path / "model.py")]
