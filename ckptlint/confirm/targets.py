@@ -233,7 +233,7 @@ def _class_target(
         inner = chain[1]
         if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and inner.name not in _ENTRY_METHODS:
             plain = not any(_decorator_name(d) in ("staticmethod", "classmethod", "property") for d in inner.decorator_list)
-            # A helper that forward calls (`self.run_blocks(...)`) runs through forward.
+            # A helper that forward calls or checkpoints (`self.run_blocks(...)`) runs through forward.
             if plain and not _self_calls(facts, cls.name, inner.name):
                 method = inner.name
     builders = tuple(
@@ -331,7 +331,8 @@ def _builds(facts: _FileFacts, name: str, seen: set[str]) -> set[str]:
 
 
 def _self_calls(facts: _FileFacts, name: str, method: str) -> bool:
-    """Whether `self.<method>(...)` is called in the class `name` or its bases of the same file."""
+    """Whether the class `name` or its bases of the same file use `self.<method>`: called, or
+    handed on (`checkpoint(self.<method>, ...)`, `partial(self.<method>, ...)`)."""
     seen: set[str] = set()
     stack = [name]
     while stack:
@@ -342,11 +343,11 @@ def _self_calls(facts: _FileFacts, name: str, method: str) -> bool:
         node = facts.classes[current]
         for child in ast.walk(node):
             if (
-                isinstance(child, ast.Call)
-                and isinstance(child.func, ast.Attribute)
-                and child.func.attr == method
-                and isinstance(child.func.value, ast.Name)
-                and child.func.value.id == "self"
+                isinstance(child, ast.Attribute)
+                and child.attr == method
+                and isinstance(child.ctx, ast.Load)
+                and isinstance(child.value, ast.Name)
+                and child.value.id == "self"
             ):
                 return True
         stack.extend(b.id for b in node.bases if isinstance(b, ast.Name))

@@ -216,3 +216,35 @@ def test_a_helper_without_a_model_parameter_runs_through_another_files_main(tmp_
     })
     target = _resolve(package, monkeypatch, "blocks.py")
     assert (target.kind, target.qualname) == ("function", "run")
+
+
+HANDED_METHOD = """
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Policy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.ModuleList([nn.Linear(4, 4)])
+        self.cache = []
+
+    def forward(self, obs):
+        for layer in self.body:
+            obs = checkpoint(self._layer, layer, obs, use_reentrant=False)
+        return obs
+
+    def _layer(self, layer, h):
+        self.cache.append(h.detach())
+        return layer(h)
+"""
+
+
+def test_a_method_that_forward_hands_to_checkpoint_runs_through_forward(tmp_path):
+    """`checkpoint(self._layer, ...)` never spells `self._layer(...)`: forward still reaches it."""
+    path = tmp_path / "policy.py"
+    path.write_text(HANDED_METHOD)
+    line = next(i for i, text in enumerate(HANDED_METHOD.splitlines(), 1) if "self.cache.append" in text)
+    target = targets.resolve(str(path), line)
+    assert isinstance(target, targets.Target) and target.qualname == "Policy" and target.method is None, target
