@@ -361,21 +361,22 @@ def _constructor(
     (it may freeze parameters or enable checkpointing), the project's own construction sites, its
     zero-argument constructor, its `config_class`, or sizes guessed from the parameter names."""
     reasons = []
-    attempts: list[tuple[str, Callable[[], nn.Module]]] = []
+    # (shown, build, the constructor's arguments when it is called directly: shown again after the build)
+    attempts: list[tuple[str, Callable[[], nn.Module], Optional[tuple[tuple[Any, ...], dict[str, Any]]]]] = []
     for name in builders:
         function = getattr(module, name, None)
         kwargs_source = _builder_kwargs(module, function, [cls.__name__]) if function is not None else None
         if kwargs_source is not None:
-            attempts.append((f"{cls.__qualname__} built by {name}()", lambda f=function, k=kwargs_source: f(**k())))
+            attempts.append((f"{cls.__qualname__} built by {name}()", lambda f=function, k=kwargs_source: f(**k()), None))
     calls = usage.get("constructor_calls", [])
     site_attempts = list(constructors.candidates(cls, calls))
-    attempts += [(shown, lambda a=args, k=kwargs: cls(*a, **k)) for shown, args, kwargs in site_attempts if "as the project builds it" in shown]
-    attempts.append((f"{cls.__qualname__}()", lambda: cls()))
+    attempts += [(shown, lambda a=args, k=kwargs: cls(*a, **k), (args, kwargs)) for shown, args, kwargs in site_attempts if "as the project builds it" in shown]
+    attempts.append((f"{cls.__qualname__}()", lambda: cls(), None))
     config_class = getattr(cls, "config_class", None)
     if isinstance(config_class, type):
-        attempts.append((f"{cls.__qualname__}({config_class.__name__}())", lambda: cls(hf.tiny_config(config_class))))
-    attempts += [(shown, lambda a=args, k=kwargs: cls(*a, **k)) for shown, args, kwargs in site_attempts if "as the project builds it" not in shown]
-    for shown, build in attempts:
+        attempts.append((f"{cls.__qualname__}({config_class.__name__}())", lambda: cls(hf.tiny_config(config_class)), None))
+    attempts += [(shown, lambda a=args, k=kwargs: cls(*a, **k), (args, kwargs)) for shown, args, kwargs in site_attempts if "as the project builds it" not in shown]
+    for shown, build, arguments in attempts:
         ab.seed_everything()
         try:
             model = build()
@@ -398,9 +399,11 @@ def _constructor(
                 raise
             reasons.append(f"{shown}: {str(error).split('; add a factory')[0]}")
             continue
+        if arguments is not None:
+            shown = constructors.shown_after_build(shown, cls, *arguments)
         return construct, shown, found
     reason = f"cannot build and feed `{cls.__qualname__}`: " + "; ".join(reasons[:4]) + "; " + EXAMPLE_HINT.format(name=cls.__qualname__)
-    guessed = next((shown.split(" (")[0] for shown, _, _ in site_attempts), "")
+    guessed = next((shown.split(" (")[0] for shown, args, kwargs in site_attempts if not constructors.reads_a_guessed_config(args, kwargs)), "")
     example = skeleton(module.__name__, cls.__qualname__, "class", constructor=guessed, arguments=_forward_parameters(cls, method))
     raise CannotRun(_with_errors(reason, example_errors), NEEDS_EXAMPLE, example)
 

@@ -1,6 +1,9 @@
 """Constructor arguments nobody gave: from the project's own construction sites first, then guessed
 from the parameter names (`dim`/`hidden_size`/`channels` a small multiple of the heads, `heads` 2,
 `depth`/`num_layers` 2, `vocab_size` 100, `dropout` as written), in a few consistent profiles.
+A config object (`cfg`, `args`, `hparams`, `config`) is its annotated class built from its own
+defaults (`cfg: EncoderConfig`, a dataclass), else a `GuessedConfig` whose attributes are guessed
+the same way as the constructor reads them (`cfg.d_model`, `args.num_layers`).
 
 No torch here: the guesses are plain values.
 """
@@ -8,6 +11,7 @@ No torch here: the guesses are plain values.
 from __future__ import annotations
 
 import inspect
+import typing
 from typing import Any, Callable, Iterator, Optional
 
 # Sizes that agree with each other: dims divisible by the heads and by GroupNorm's groups.
@@ -20,7 +24,7 @@ def guess(parameter: str, profile: dict[str, int]) -> Any:
     parameters (built elsewhere) and names that say nothing about a size."""
     name = parameter.lower()
     dim, heads = profile["dim"], profile["heads"]
-    if name in ("config", "cfg", "args", "hparams", "opt", "opts", "params"):
+    if name in ("config", "cfg", "args", "hparams", "opt", "opts", "params", "conf") or name.endswith(("_config", "_cfg", "_args", "_hparams")):
         return _UNSET
     if "vocab" in name or name in ("num_tokens", "n_tokens", "ntoken", "ntokens", "num_embeddings", "n_vocab"):
         return 100
@@ -69,6 +73,60 @@ def guess(parameter: str, profile: dict[str, int]) -> Any:
     return dim  # dim, d_model, hidden, channels, width, features, embed_dim, n_embd, ...
 
 
+class GuessedConfig:
+    """A config object nobody gave: each attribute (or key) read gets the value `guess` gives its
+    name in this profile; `get(key, default)` keeps the project's default. Its repr lists what was
+    read, so the evidence shows the sizes the model was built with."""
+
+    def __init__(self, profile: dict[str, int]) -> None:
+        object.__setattr__(self, "_profile", profile)
+        object.__setattr__(self, "_read", {})
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        read = object.__getattribute__(self, "_read")
+        if name not in read:
+            value = guess(name, object.__getattribute__(self, "_profile"))
+            read[name] = GuessedConfig(object.__getattribute__(self, "_profile")) if value is _UNSET else value
+        return read[name]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.__getattr__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        read = object.__getattribute__(self, "_read")
+        return read[key] if key in read else default
+
+    def __repr__(self) -> str:
+        read = object.__getattribute__(self, "_read")
+        return "config(" + ", ".join(f"{k}={v!r}" for k, v in read.items()) + ")"
+
+
+def _config_object(parameter: inspect.Parameter, hints: dict[str, Any], profile: dict[str, int]) -> Any:
+    """The annotated config class built from its defaults, else a GuessedConfig."""
+    annotation = hints.get(parameter.name)
+    if isinstance(annotation, type) and annotation.__module__ not in ("builtins", "typing"):
+        try:
+            return annotation()
+        except Exception:  # user code: a config class that needs arguments
+            pass
+    return GuessedConfig(profile)
+
+
+def reads_a_guessed_config(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a constructor call gets a GuessedConfig (no code to show in a factory skeleton)."""
+    return any(isinstance(v, GuessedConfig) for v in (*args, *kwargs.values()))
+
+
+def shown_after_build(shown: str, cls: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """`shown` again once the model is built: a GuessedConfig lists only then what was read."""
+    if not reads_a_guessed_config(args, kwargs):
+        return shown
+    how = shown.rsplit(" (", 1)[1] if " (" in shown else ""
+    return _call_text(cls, args, kwargs) + (f" ({how}" if how else "")
+
+
 def candidates(cls: Callable[..., Any], calls: list[dict[str, Any]]) -> Iterator[tuple[str, tuple[Any, ...], dict[str, Any]]]:
     """(shown, args, kwargs) to try for `cls(...)`: each of the project's construction sites, its
     missing required parameters guessed; then every required parameter guessed, per profile."""
@@ -76,21 +134,25 @@ def candidates(cls: Callable[..., Any], calls: list[dict[str, Any]]) -> Iterator
         parameters = [p for p in inspect.signature(cls).parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     except (TypeError, ValueError):
         return
+    try:
+        hints = typing.get_type_hints(getattr(cls, "__init__", cls))
+    except Exception:  # user annotations that do not evaluate
+        hints = {}
     seen: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     for call in calls:
         args, kwargs = tuple(call.get("args", ())), dict(call.get("kwargs", {}))
-        filled = _fill(parameters, args, kwargs, PROFILES[0])
-        if filled is not None and (args, filled) not in seen:
+        filled = _fill(parameters, args, kwargs, PROFILES[0], hints)
+        if (args, filled) not in seen:
             seen.append((args, filled))
             yield f"{_call_text(cls, args, filled)} (as the project builds it)", args, filled
     for profile in PROFILES:
-        filled = _fill(parameters, (), {}, profile)
-        if filled is not None and ((), filled) not in seen:
+        filled = _fill(parameters, (), {}, profile, hints)
+        if ((), filled) not in seen:
             seen.append(((), filled))
             yield f"{_call_text(cls, (), filled)} (sizes guessed from the parameter names)", (), filled
 
 
-def _fill(parameters: list[inspect.Parameter], args: tuple[Any, ...], kwargs: dict[str, Any], profile: dict[str, int]) -> Optional[dict[str, Any]]:
+def _fill(parameters: list[inspect.Parameter], args: tuple[Any, ...], kwargs: dict[str, Any], profile: dict[str, int], hints: dict[str, Any]) -> dict[str, Any]:
     filled = dict(kwargs)
     for index, parameter in enumerate(parameters):
         if index < len(args) and parameter.kind is not parameter.KEYWORD_ONLY:
@@ -98,9 +160,7 @@ def _fill(parameters: list[inspect.Parameter], args: tuple[Any, ...], kwargs: di
         if parameter.name in filled or parameter.default is not parameter.empty:
             continue
         value = guess(parameter.name, profile)
-        if value is _UNSET:
-            return None
-        filled[parameter.name] = value
+        filled[parameter.name] = _config_object(parameter, hints, profile) if value is _UNSET else value
     return filled
 
 

@@ -106,7 +106,7 @@ def _build_model(cls: type, calls: list[dict[str, Any]], device: str) -> tuple[C
             stop_on_user_failure(f"`{shown}`", error)
             reasons.append(f"{shown} raised {type(error).__name__}: {error}")
             continue
-        return (lambda a=args, k=kwargs: cls(*a, **k).to(device)), shown
+        return (lambda a=args, k=kwargs: cls(*a, **k).to(device)), constructors.shown_after_build(shown, cls, args, kwargs)
     raise CannotRun(f"cannot build `{cls.__qualname__}`: " + "; ".join(reasons[:3]))
 
 

@@ -25,7 +25,8 @@ NEEDS_ARGUMENTS = HEADER + """
 class Needy(nn.Module):
     def __init__(self, config):
         super().__init__()
-        self.block = nn.Linear(config.width, config.width)
+        # A list of widths: no guessed config attribute (a number) can be iterated.
+        self.block = nn.Sequential(*[nn.Linear(a, b) for a, b in zip(config.widths, config.widths[1:])])
 
     def forward(self, x):
         return checkpoint(self.block, x)

@@ -1,0 +1,85 @@
+"""--confirm on code that comes with no example factory: what a user's model class or training
+script needs (a config object, a model handed to a training function, ...) is built from what the
+code itself says, and the evidence says how."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from confirm_helpers import confirm_all, finding, line_in
+
+pytest.importorskip("torch")
+
+CONFIG_OBJECTS = """\
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+@dataclass
+class EncoderConfig:
+    n_mels: int = 20
+    d_model: int = 24
+    n_layers: int = 2
+
+
+class Layer(nn.Module):
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.ff = nn.Sequential(nn.LayerNorm(cfg.d_model), nn.Linear(cfg.d_model, cfg.d_model), nn.GELU())
+
+    def forward(self, x):
+        return x + self.ff(x)
+
+
+class AnnotatedEncoder(nn.Module):
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.inp = nn.Linear(cfg.n_mels, cfg.d_model)
+        self.layers = nn.ModuleList(Layer(cfg) for _ in range(cfg.n_layers))
+
+    def forward(self, feats):
+        h = self.inp(feats)
+        for layer in self.layers:
+            h = checkpoint(layer, h)
+        return h
+
+
+class ArgsClassifier(nn.Module):
+    \"\"\"`args` comes from argparse in the project: only the attributes read say what it holds.\"\"\"
+
+    def __init__(self, args):
+        super().__init__()
+        self.embed = nn.Embedding(args.vocab_size, args.hidden_dim)
+        self.block = nn.Sequential(nn.Linear(args.hidden_dim, args.hidden_dim), nn.Dropout(args.dropout))
+        self.head = nn.Linear(args.hidden_dim, args.num_classes)
+
+    def forward(self, tokens):
+        h = checkpoint(self.block, self.embed(tokens))
+        return self.head(h.mean(1))
+"""
+
+# class -> how it must have been built (the evidence's last line)
+BUILT = {
+    "AnnotatedEncoder": r"ran AnnotatedEncoder\(cfg=EncoderConfig\(n_mels=20, d_model=24, n_layers=2\)\) \(sizes guessed from the parameter names\) on feats=float32\[2, (6, )?20\]",
+    "ArgsClassifier": r"ran ArgsClassifier\(args=config\(vocab_size=100, hidden_dim=64, dropout=0.1, num_classes=10\)\) \(sizes guessed from the parameter names\) on tokens=int64\[2, 6\]",
+}
+
+
+@pytest.fixture(scope="module")
+def config_verdicts(tmp_path_factory):
+    path = tmp_path_factory.mktemp("no_examples") / "config_objects.py"
+    path.write_text(CONFIG_OBJECTS)
+    findings = {name: finding(path, line_in(path, name, "checkpoint("), "CKPT006") for name in BUILT}
+    results = confirm_all(findings.values(), examples=[])
+    return {name: results[f] for name, f in findings.items()}
+
+
+@pytest.mark.parametrize("name", sorted(BUILT))
+def test_a_config_object_is_built_from_its_class_or_from_the_attributes_read(config_verdicts, name):
+    confirmation = config_verdicts[name]
+    assert confirmation.verdict == "confirmed", confirmation
+    assert re.search(BUILT[name], confirmation.evidence[-1]), confirmation.evidence[-1]
