@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator
 
 # Sizes that agree with each other: dims divisible by the heads and by GroupNorm's groups.
 PROFILES = ({"dim": 32, "heads": 2}, {"dim": 64, "heads": 4}, {"dim": 16, "heads": 2})

@@ -18,12 +18,12 @@ import itertools
 import textwrap
 import types
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 from torch import nn
 
-from ckptlint.confirm import ab, constructors, inputs
+from ckptlint.confirm import ab, constructors, hf, inputs
 from ckptlint.confirm.failures import EXAMPLE_HINT, CannotRun, skeleton, stop_on_user_failure
 from ckptlint.confirm.targets import parameter_kind
 from ckptlint.findings import NEEDS_EXAMPLE
@@ -77,23 +77,78 @@ def _model_classes(module: types.ModuleType) -> list[type]:
     ]
 
 
-def _model_class(module: types.ModuleType, parameter: str, position: int, usage: dict[str, Any], body: _Body) -> Optional[tuple[type, list[dict[str, Any]]]]:
-    """The class the project passes as `parameter`, with its construction sites."""
+# Attributes any module has: reading them says nothing about which model a parameter holds.
+_MODULE_ATTRIBUTES = frozenset({"train", "eval", "parameters", "named_parameters", "to", "zero_grad", "state_dict", "modules", "children", "forward", "requires_grad_", "cuda", "cpu"})
+
+
+def _has_attributes(cls: type, needed: set[str]) -> bool:
+    """Whether instances of `cls` have every attribute in `needed`: assigned in `__init__`
+    (`self.stem = ...`) or defined by the class or a base (`gradient_checkpointing_enable`)."""
+    init = getattr(cls, "__init__", None)
+    try:
+        source = inspect.getsource(init) if init is not None else ""
+    except (OSError, TypeError):
+        source = ""
+    return all(f"self.{attr}" in source or hasattr(cls, attr) for attr in needed)
+
+
+def _model_sources(module: types.ModuleType, parameter: str, position: int, usage: dict[str, Any], body: _Body, device: str) -> Iterator[tuple[Callable[[], nn.Module], str]]:
+    """Ways to build the model the project passes as `parameter`, best first, with how each is
+    shown: the class its call sites pass; the functions of the file that build a model from
+    nothing (they may freeze parts or switch checkpointing on, as the project does); the classes
+    of the file with the attributes the body reads; the transformers model classes the file
+    imports, built from a tiny config. A class that cannot be built raises CannotRun."""
     passed = usage.get("function_arguments", {}).get(str(position)) or usage.get("function_arguments", {}).get(parameter)
     if passed:
         cls = getattr(module, passed["class"], None)
         if isinstance(cls, type) and issubclass(cls, nn.Module):
-            return cls, [{"args": [], "kwargs": passed.get("kwargs", {})}]
-    needed = body.attributes.get(parameter, set()) - {"train", "eval", "parameters", "named_parameters", "to", "zero_grad", "state_dict", "modules", "children", "forward", "requires_grad_", "cuda", "cpu"}
-    for cls in _model_classes(module):
-        init = getattr(cls, "__init__", None)
+            yield _build_model(cls, [{"args": [], "kwargs": passed.get("kwargs", {})}], device)
+    needed = body.attributes.get(parameter, set()) - _MODULE_ATTRIBUTES
+    yield from _built_by_functions(module, needed, device)
+    classes = _model_classes(module)
+    for cls in classes:
+        if _has_attributes(cls, needed) and (needed or len(classes) == 1):
+            yield _build_model(cls, [], device)
+    for cls in _imported_transformers_models(module):
+        if _has_attributes(cls, needed):
+            config_class = cls.config_class
+            yield (lambda cls=cls, config_class=config_class: cls(hf.tiny_config(config_class)).to(device)), f"{cls.__name__}(a tiny {config_class.__name__})"
+
+
+def _built_by_functions(module: types.ModuleType, needed: set[str], device: str) -> Iterator[tuple[Callable[[], nn.Module], str]]:
+    """Functions of the file that take no required argument and return a module with the
+    attributes `needed` (`def load_model(): return GPT2LMHeadModel.from_pretrained("gpt2")`)."""
+    for name, function in list(vars(module).items()):
+        if not inspect.isfunction(function) or function.__module__ != module.__name__ or not _returns_without_arguments(function):
+            continue
+        ab.seed_everything()
         try:
-            source = inspect.getsource(init) if init is not None else ""
-        except (OSError, TypeError):
-            source = ""
-        if all(f"self.{attr}" in source for attr in needed) and (needed or len(_model_classes(module)) == 1):
-            return cls, []
-    return None
+            model = function()
+        except BaseException as error:
+            stop_on_user_failure(f"`{name}()`", error)
+            continue
+        if isinstance(model, nn.Module) and all(hasattr(model, attr) for attr in needed):
+            yield (lambda function=function: function().to(device)), f"{name}()"
+
+
+def _returns_without_arguments(function: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, ValueError, SyntaxError):
+        return False
+    if any(p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
+        return False
+    return any(isinstance(node, ast.Return) and node.value is not None for node in ast.walk(tree))
+
+
+def _imported_transformers_models(module: types.ModuleType) -> list[type]:
+    """transformers model classes the file imports by name (`from transformers import GPT2LMHeadModel`)."""
+    return [
+        value for value in vars(module).values()
+        if isinstance(value, type) and hf.is_pretrained_class(value) and isinstance(getattr(value, "config_class", None), type)
+        and value.forward is not nn.Module.forward  # not an abstract base (`GPT2PreTrainedModel`)
+    ]
 
 
 def _build_model(cls: type, calls: list[dict[str, Any]], device: str) -> tuple[Callable[[], nn.Module], str]:
@@ -146,24 +201,54 @@ def _function_plan(module: types.ModuleType, function: Callable[..., Any], qualn
     if not models:
         raise CannotRun(f"`{qualname}({', '.join(p.name for p in required)})` takes no model this file defines; " + EXAMPLE_HINT.format(name=qualname))
     position = {p.name: i for i, p in enumerate(parameters)}
-    found = _model_class(module, models[0].name, position[models[0].name], usage, body)
-    if found is None:
+    reasons: list[str] = []
+    sources = _model_sources(module, models[0].name, position[models[0].name], usage, body, device)
+    while True:
+        try:
+            construct, built_as = next(sources)
+        except StopIteration:
+            break
+        except CannotRun as error:
+            reasons.append(str(error))
+            continue
+        try:
+            return _run_with_model(function, qualname, construct, built_as, body, required, kinds, device)
+        except CannotRun as error:
+            reasons.append(f"with {models[0].name}={built_as}: {str(error).split('; add a factory')[0]}")
+    if not reasons:
         raise CannotRun(f"`{qualname}`: no class of this file fits `{models[0].name}`; " + EXAMPLE_HINT.format(name=qualname))
-    cls, calls = found
-    construct, built_as = _build_model(cls, calls, device)
-    found_inputs = inputs.search_inputs(construct, None, device)
+    raise CannotRun(f"`{qualname}`: " + "; ".join(reasons[:3]) + "; " + EXAMPLE_HINT.format(name=qualname))
+
+
+def _run_with_model(
+    function: Callable[..., Any], qualname: str, construct: Callable[[], nn.Module], built_as: str, body: _Body,
+    required: list[inspect.Parameter], kinds: dict[str, str], device: str,
+) -> tuple[ab.Make, str]:
+    """A make() calling `function` with the model `construct` builds and the other arguments
+    synthesised around it; CannotRun when no combination runs."""
+    read_keys = [key for keys in body.keys.values() for key in keys]
+    found_inputs = inputs.search_inputs(construct, None, device, keyword_names=read_keys)
     ab.seed_everything()
     probe = construct()
-    with torch.no_grad(), ab.direct_calls(probe):
-        args, kwargs = found_inputs.make()
-        output = probe(*args, **kwargs)
+    try:
+        with torch.no_grad(), ab.direct_calls(probe):
+            args, kwargs = found_inputs.make()
+            output = probe(*args, **kwargs)
+    except BaseException as error:
+        stop_on_user_failure(f"`{built_as}`", error)
+        raise CannotRun(f"its forward pass failed: {type(error).__name__}: {error}") from None
     features = args[0] if len(args) == 1 and not kwargs else None
+    # A transformers model takes its batch as keywords (`model(**batch)`, `batch["input_ids"]`).
+    keyword_batch = kwargs if not args and kwargs else None
     target_makers = _targets_for(output) or [lambda g: torch.zeros(2)]
-    unknown = [p.name for p in required if kinds[p.name] == "tensor" and features is None]
+    unknown = [p.name for p in required if kinds[p.name] == "tensor" and features is None and not (keyword_batch and p.name in keyword_batch)]
     if unknown:
         raise CannotRun(f"`{qualname}`: cannot tell what `{unknown[0]}` is; " + EXAMPLE_HINT.format(name=qualname))
 
     def element(name: str, make_target: Callable[[torch.Generator], torch.Tensor], g: torch.Generator) -> Any:
+        if keyword_batch is not None:
+            value = keyword_batch.get(name, keyword_batch)
+            return value.clone() if isinstance(value, torch.Tensor) else dict(value)
         role = parameter_kind(name)
         if role == "target":
             return make_target(g).to(device)

@@ -52,6 +52,11 @@ def is_pretrained(model: Any) -> bool:
     return base is not None and isinstance(model, base)
 
 
+def is_pretrained_class(cls: type) -> bool:
+    base = getattr(sys.modules.get("transformers.modeling_utils"), "PreTrainedModel", None)
+    return base is not None and issubclass(cls, base) and cls is not base
+
+
 def _pretrained_inside(model: Any) -> Optional[Any]:
     """The transformers model itself, or the one a PEFT wrapper (`get_peft_model`) holds."""
     if is_pretrained(model):

@@ -87,7 +87,8 @@ def _plain_candidates(module: nn.Module) -> list[_Candidate]:
         return [_Candidate(lambda i, g, d, built: torch.randint(0, n, (BATCH, LENGTHS[i]), generator=g).to(d), _shape_text, 1)]
     if isinstance(module, (nn.Conv1d, nn.ConvTranspose1d)):
         c = module.in_channels
-        return [_randn(lambda i: (BATCH, c, SPATIAL[i]), 2)]
+        # Also time-major features (`feats.transpose(1, 2)` before the convolution, as speech front ends do).
+        return [_randn(lambda i: (BATCH, c, SPATIAL[i]), 2), _randn(lambda i: (BATCH, SPATIAL[i], c), 1)]
     if isinstance(module, (nn.Conv2d, nn.ConvTranspose2d)):
         c = module.in_channels
         return [_randn(lambda i: (BATCH, c, SPATIAL[i], SPATIAL[i]))]

@@ -48,6 +48,20 @@ class AnnotatedEncoder(nn.Module):
         return h
 
 
+class SpeechFrontEnd(nn.Module):
+    # Time-major features (batch, frames, mels), transposed for the convolution.
+
+    def __init__(self, n_mels, d_model):
+        super().__init__()
+        self.conv = nn.Conv1d(n_mels, d_model, 3, stride=2, padding=1)
+        self.block = nn.Sequential(nn.LayerNorm(d_model), nn.Linear(d_model, d_model))
+
+    def forward(self, feats, feat_lens):
+        x = self.conv(feats.transpose(1, 2)).transpose(1, 2)
+        mask = torch.arange(x.size(1))[None, :] < ((feat_lens + 1) // 2)[:, None]
+        return checkpoint(self.block, x) * mask[..., None]
+
+
 class ArgsClassifier(nn.Module):
     \"\"\"`args` comes from argparse in the project: only the attributes read say what it holds.\"\"\"
 
@@ -65,6 +79,7 @@ class ArgsClassifier(nn.Module):
 # class -> how it must have been built (the evidence's last line)
 BUILT = {
     "AnnotatedEncoder": r"ran AnnotatedEncoder\(cfg=EncoderConfig\(n_mels=20, d_model=24, n_layers=2\)\) \(sizes guessed from the parameter names\) on feats=float32\[2, (6, )?20\]",
+    "SpeechFrontEnd": r"ran SpeechFrontEnd\(n_mels=80, d_model=32\) \(sizes guessed from the parameter names\) on feats=float32\[2, 32, 80\], feat_lens=int64\[2\]",
     "ArgsClassifier": r"ran ArgsClassifier\(args=config\(vocab_size=100, hidden_dim=64, dropout=0.1, num_classes=10\)\) \(sizes guessed from the parameter names\) on tokens=int64\[2, 6\]",
 }
 
@@ -83,3 +98,68 @@ def test_a_config_object_is_built_from_its_class_or_from_the_attributes_read(con
     confirmation = config_verdicts[name]
     assert confirmation.verdict == "confirmed", confirmation
     assert re.search(BUILT[name], confirmation.evidence[-1]), confirmation.evidence[-1]
+
+
+HF_TRAINING_FUNCTIONS = """\
+import torch
+from transformers import GPT2LMHeadModel
+
+
+def train_loop(model, batches):
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    caches = []
+    for batch in batches:
+        out = model(input_ids=batch["input_ids"], labels=batch["input_ids"], use_cache=True)
+        caches.append(out.past_key_values)
+        out.loss.backward()
+    return caches
+
+
+def load_model():
+    return GPT2LMHeadModel.from_pretrained("gpt2")
+"""
+
+IMPORTED_MODEL_CLASS = """\
+from transformers import GPT2LMHeadModel
+
+
+def fine_tune(model, loader):
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    caches = []
+    for batch in loader:
+        out = model(**batch, labels=batch["input_ids"], use_cache=True)
+        caches.append(out.past_key_values)
+        out.loss.backward()
+    return caches
+"""
+
+# function -> the model it must have been handed, and the batch
+HANDED = {
+    "train_loop": (HF_TRAINING_FUNCTIONS, r"ran train_loop\(model=load_model\(\), batches=\[one batch: \{'input_ids': int64\[2, 8\]\}\]\)"),
+    "fine_tune": (IMPORTED_MODEL_CLASS, r"ran fine_tune\(model=GPT2LMHeadModel\(a tiny GPT2Config\), loader=\[one batch: \{'input_ids': int64\[2, 8\]\}\]\)"),
+}
+
+
+@pytest.fixture(scope="module")
+def handed_verdicts(tmp_path_factory):
+    pytest.importorskip("transformers")
+    folder = tmp_path_factory.mktemp("no_examples_hf")
+    findings = {}
+    for name, (source, _) in HANDED.items():
+        path = folder / f"{name}_module.py"
+        path.write_text(source)
+        findings[name] = finding(path, line_in(path, name, "use_cache=True"), "CKPT004")
+    results = confirm_all(findings.values(), examples=[])
+    return {name: results[f] for name, f in findings.items()}
+
+
+@pytest.mark.parametrize("name", sorted(HANDED))
+def test_a_training_functions_model_comes_from_a_builder_of_the_file_or_an_imported_transformers_class(handed_verdicts, name):
+    """`train_loop(model, batches)` with nothing in the project calling it: the model is what the
+    file's own `load_model()` returns (from_pretrained offline), or the transformers class the
+    file imports; the batch is that model's keyword inputs, keyed as the body reads them."""
+    confirmation = handed_verdicts[name]
+    assert confirmation.verdict == "confirmed", confirmation
+    assert any(re.search(HANDED[name][1], line) for line in confirmation.evidence), confirmation.evidence
