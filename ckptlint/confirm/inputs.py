@@ -19,7 +19,7 @@ import itertools
 import textwrap
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 from torch import nn
@@ -246,25 +246,22 @@ def search_inputs(
     started, attempts, last_error = time.monotonic(), 0, "no candidate input"
     found_at: Optional[tuple[tuple[_Candidate, ...], int, tuple[Any, ...]]] = None
     with ab.direct_calls(probe):
-        for size in range(len(SPATIAL)):
-            for combination in itertools.islice(itertools.product(*per_parameter), 64):
-                attempts += 1
-                if attempts > MAX_ATTEMPTS or time.monotonic() - started > SEARCH_SECONDS:
-                    break
-                generator = torch.Generator().manual_seed(1234)
-                try:
-                    args = _build(combination, size, generator, device)
-                    with torch.no_grad():
-                        entry(*args, **project_keywords)
-                except BaseException as error:
-                    stop_on_user_failure(f"`{name}`", error)
-                    text = str(error).strip()
-                    last_error = f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"
-                    continue
-                found_at = (combination, size, args)
+        for size, combination in _combinations(per_parameter):
+            attempts += 1
+            if attempts > MAX_ATTEMPTS or time.monotonic() - started > SEARCH_SECONDS:
                 break
-            if found_at is not None:
-                break
+            generator = torch.Generator().manual_seed(1234)
+            try:
+                args = _build(combination, size, generator, device)
+                with torch.no_grad():
+                    entry(*args, **project_keywords)
+            except BaseException as error:
+                stop_on_user_failure(f"`{name}`", error)
+                text = str(error).strip()
+                last_error = f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"
+                continue
+            found_at = (combination, size, args)
+            break
     signature = ", ".join(p.name for p in required)
     if found_at is None:
         raise CannotRun(
@@ -280,6 +277,25 @@ def search_inputs(
     shown = ", ".join([f"{p.name}={c.shown(a)}" for p, c, a in zip(required, chosen, args)] + ([shown_keywords] if shown_keywords else []))
     tried = f"input found on try {attempts}" + (f" ({', '.join(roles)})" if roles else "")
     return Inputs(make, shown, tried)
+
+
+# How many of each argument's first candidates (those of the layer that consumes it, or of its
+# role) are tried at every size before the others.
+_FIRST_CANDIDATES = 2
+
+
+def _combinations(per_parameter: Sequence[Sequence[_Candidate]]) -> Iterator[tuple[int, tuple[_Candidate, ...]]]:
+    """(size index, one candidate per argument): first each argument's first candidates at every
+    size, so that a size only one length fits (a sequence as long as a learned bias) is reached;
+    then the rest, at most 64 combinations per size."""
+    first = [list(candidates[:_FIRST_CANDIDATES]) for candidates in per_parameter]
+    for size in range(len(SPATIAL)):
+        for combination in itertools.product(*first):
+            yield size, combination
+    for size in range(len(SPATIAL)):
+        for combination in itertools.islice(itertools.product(*per_parameter), 64):
+            if any(c not in f for c, f in zip(combination, first)):
+                yield size, combination
 
 
 def _build(combination: Sequence[_Candidate], size: int, generator: torch.Generator, device: str) -> tuple[Any, ...]:

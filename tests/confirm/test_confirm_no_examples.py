@@ -163,3 +163,50 @@ def test_a_training_functions_model_comes_from_a_builder_of_the_file_or_an_impor
     confirmation = handed_verdicts[name]
     assert confirmation.verdict == "confirmed", confirmation
     assert any(re.search(HANDED[name][1], line) for line in confirmation.evidence), confirmation.evidence
+
+
+FIXED_LENGTH = """\
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Block(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm, self.q, self.out = nn.LayerNorm(dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
+
+    def forward(self, h, memory, bias):
+        scores = self.q(self.norm(h)) @ memory.transpose(-1, -2) + bias
+        return h + self.out(scores.softmax(-1) @ memory)
+
+
+class SlotAttention(nn.Module):
+    # The learned bias fixes the memory's length at 3: only the 9th candidate length fits.
+    def __init__(self, token_dim=12, slot_dim=6, dim=16, slots=3, depth=2):
+        super().__init__()
+        self.embed = nn.Linear(token_dim, dim)
+        self.slot_proj = nn.Linear(slot_dim, dim)
+        self.slot_bias = nn.Parameter(torch.zeros(1, 1, slots))
+        self.blocks = nn.ModuleList(Block(dim) for _ in range(depth))
+        self.bn = nn.LayerNorm(dim)
+        self.extra = nn.Linear(dim, dim)
+        self.head = nn.Linear(dim, 4)
+
+    def forward(self, tokens, slots):
+        h, memory = self.embed(tokens), self.slot_proj(slots)
+        for block in self.blocks:
+            h = checkpoint(block, h, memory, self.slot_bias)
+        return self.head(h.mean(1))
+"""
+
+
+def test_each_arguments_own_layer_is_tried_at_every_size_before_other_layers(tmp_path):
+    """Trying every layer's shapes at one size before the next size ran out of tries before the
+    one length a learned bias accepts."""
+    path = tmp_path / "slots.py"
+    path.write_text(FIXED_LENGTH)
+    found = finding(path, line_in(path, "SlotAttention", "checkpoint("), "CKPT006")
+    confirmation = confirm_all([found], examples=[])[found]
+    assert confirmation.verdict == "confirmed", confirmation
+    assert re.search(r"on tokens=float32\[2, (3, )?12\], slots=float32\[2, 3, 6\]", confirmation.evidence[-1]), confirmation.evidence[-1]
