@@ -376,7 +376,8 @@ def _constructor(
     if isinstance(config_class, type):
         attempts.append((f"{cls.__qualname__}({config_class.__name__}())", lambda: cls(hf.tiny_config(config_class)), None))
     attempts += [(shown, lambda a=args, k=kwargs: cls(*a, **k), (args, kwargs)) for shown, args, kwargs in site_attempts if "as the project builds it" not in shown]
-    for shown, build, arguments in attempts:
+    setup = usage.get("setup") or {}
+    for index, (shown, build, arguments) in enumerate(attempts):
         ab.seed_everything()
         try:
             model = build()
@@ -388,9 +389,12 @@ def _constructor(
             continue
         if not isinstance(model, cls):
             continue
+        # A builder function of the file sets the model up itself; any other build gets the
+        # project's own setup of a fresh instance replayed.
+        replay = _SetupReplay(module, setup) if index >= len(builders) and setup else None
 
-        def construct(build: Callable[[], nn.Module] = build) -> nn.Module:
-            return build().to(device)
+        def construct(build: Callable[[], nn.Module] = build, replay: Optional[_SetupReplay] = replay) -> nn.Module:
+            return (replay.apply(build()) if replay else build()).to(device)
 
         try:
             found = inputs.search_inputs(construct, method, device, usage.get("call_keywords"), usage.get("keyword_names", ()))
@@ -401,11 +405,39 @@ def _constructor(
             continue
         if arguments is not None:
             shown = constructors.shown_after_build(shown, cls, *arguments)
-        return construct, shown, found
+        return construct, shown + (replay.shown() if replay else ""), found
     reason = f"cannot build and feed `{cls.__qualname__}`: " + "; ".join(reasons[:4]) + "; " + EXAMPLE_HINT.format(name=cls.__qualname__)
     guessed = next((shown.split(" (")[0] for shown, args, kwargs in site_attempts if not constructors.reads_a_guessed_config(args, kwargs)), "")
     example = skeleton(module.__name__, cls.__qualname__, "class", constructor=guessed, arguments=_forward_parameters(cls, method))
     raise CannotRun(_with_errors(reason, example_errors), NEEDS_EXAMPLE, example)
+
+
+class _SetupReplay:
+    """The statements the target's file runs on a fresh instance (usage.Usage.setup), run again on
+    the model --confirm builds, in the file's namespace. A statement that fails here (it loads a
+    checkpoint file) is skipped, and the evidence says so."""
+
+    def __init__(self, module: types.ModuleType, setup: dict[str, Any]) -> None:
+        self.module, self.variable, self.statements = module, setup["variable"], setup["statements"]
+        self.failed: dict[int, str] = {}  # line -> why its statement was skipped
+
+    def apply(self, model: nn.Module) -> nn.Module:
+        namespace = dict(vars(self.module))
+        namespace[self.variable] = model
+        for statement in self.statements:
+            try:
+                exec(compile(statement["code"], self.module.__file__ or "<setup>", "exec"), namespace)
+            except BaseException as error:
+                stop_on_user_failure(f"`{statement['code']}`", error)
+                self.failed[statement["line"]] = f"{type(error).__name__}: {_first_line(error)}"
+        result = namespace.get(self.variable)
+        return result if isinstance(result, nn.Module) else model
+
+    def shown(self) -> str:
+        ran = [f"`{s['code']}` (line {s['line']})" for s in self.statements if s["line"] not in self.failed]
+        skipped = [f"`{s['code']}` (line {s['line']}: {self.failed[s['line']]})" for s in self.statements if s["line"] in self.failed]
+        text = f", then the project's setup of `{self.variable}`: " + ", ".join(ran) if ran else ""
+        return text + ("; skipped, failing here: " + ", ".join(skipped) if skipped else "")
 
 
 def _forward_parameters(cls: type, method: Optional[str]) -> list[str]:

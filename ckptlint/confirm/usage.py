@@ -37,9 +37,13 @@ class Usage:
     function_arguments: dict[str, dict[str, Any]] = field(default_factory=dict)  # parameter -> {"class": name, "kwargs": {...}}
     main: str = ""  # "block" (an `if __name__ == "__main__":` block) or "function" (a `main()`) that reaches the target
     main_path: str = ""  # the file of that main, when it is not the target's own
+    # What the target's own file does to an instance right after building it (freezing, switching
+    # checkpointing on): {"variable": name, "statements": [{"line": n, "code": text}]}.
+    setup: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "setup": self.setup,
             "constructor_calls": self.constructor_calls,
             "call_keywords": self.call_keywords,
             "keyword_names": self.keyword_names,
@@ -117,6 +121,8 @@ def usage_of(name: str, path: str, files: Sequence[str], tree: Optional[ast.Modu
         globals_ = _module_literals(module)
         for scope in _scopes(module):
             _scan_scope(scope, name, set(constructs), usage, dict(globals_))
+        if os.path.abspath(file) == own and not usage.setup:
+            usage.setup = _setup(module, name)
     if tree is None:
         tree = _parse(own, _mtime(own))
     if tree is not None:
@@ -262,6 +268,72 @@ def _literal(node: ast.AST, literals: dict[str, Any]) -> Any:
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return _NO_LITERAL
     return value if isinstance(value, (bool, int, float, str, type(None), list, tuple, dict)) else _NO_LITERAL
+
+
+# --- what the project does to a model right after building it -------------------------------------
+
+# Calls that train, save or move the model: not setup to replay.
+_NOT_SETUP_CALLS = frozenset({"backward", "step", "fit", "train", "generate", "save", "save_pretrained", "push_to_hub", "cuda", "compile"})
+
+
+def _setup(module: ast.Module, name: str) -> dict[str, Any]:
+    """The statements that follow the first `variable = name(...)` of the file and only touch that
+    instance and module-level names: `mark_only_lora_trainable(model)`, `model.embed.requires_grad_(False)`,
+    `for p in model.encoder.parameters(): p.requires_grad = False`, `model = get_peft_model(model, ...)`.
+    Replayed on the model --confirm builds; anything reading the script's other locals (data,
+    command-line arguments, optimizers) is not."""
+    bound = set(dir(builtins)) | {"__name__", "__file__"}
+    for statement in module.body:
+        bound |= _bound_by(statement)
+    for body in _statement_lists(module.body):
+        for index, statement in enumerate(body):
+            if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)):
+                continue
+            if not (isinstance(statement.value, ast.Call) and _called_name(statement.value) == name):
+                continue
+            variable = statement.targets[0].id
+            found = []
+            for following in body[index + 1:]:
+                if not _is_setup(following, variable, bound):
+                    if variable in _bound_by(following):
+                        break  # rebound to something else: what follows is about another object
+                    continue
+                found.append({"line": following.lineno, "code": ast.unparse(following)})
+            if found:
+                return {"variable": variable, "statements": found}
+    return {}
+
+
+def _statement_lists(body: list[ast.stmt]) -> Iterator[list[ast.stmt]]:
+    """`body` and every block in it, functions included (a `main()` builds the model)."""
+    yield body
+    for statement in body:
+        if isinstance(statement, ast.ClassDef):
+            continue
+        for attribute in ("body", "orelse", "finalbody"):
+            block = getattr(statement, attribute, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                yield from _statement_lists(block)
+        for handler in getattr(statement, "handlers", None) or []:
+            yield from _statement_lists(handler.body)
+
+
+def _is_setup(statement: ast.stmt, variable: str, bound: set[str]) -> bool:
+    """A statement that uses `variable` and otherwise only module-level names and its own loop
+    variables, does not train or save, and binds no name but `variable` (`model = get_peft_model(model, config)`)."""
+    if not isinstance(statement, (ast.Expr, ast.Assign, ast.AugAssign, ast.For)):
+        return False
+    stored = {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    if isinstance(statement, ast.For):
+        loop_names = stored
+    else:
+        if stored - {variable}:
+            return False
+        loop_names = {n.id for c in ast.walk(statement) if isinstance(c, ast.comprehension) for n in ast.walk(c.target) if isinstance(n, ast.Name)}
+    loaded = {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    if variable not in loaded or loaded - bound - loop_names - {variable}:
+        return False
+    return not any(isinstance(n, ast.Call) and _called_name(n) in _NOT_SETUP_CALLS for n in ast.walk(statement))
 
 
 # --- a main that reaches the target ----------------------------------------------------------------

@@ -210,3 +210,75 @@ def test_each_arguments_own_layer_is_tried_at_every_size_before_other_layers(tmp
     confirmation = confirm_all([found], examples=[])[found]
     assert confirmation.verdict == "confirmed", confirmation
     assert re.search(r"on tokens=float32\[2, (3, )?12\], slots=float32\[2, 3, 6\]", confirmation.evidence[-1]), confirmation.evidence[-1]
+
+
+SETUP_IN_MAIN = """\
+import argparse
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Adapter(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.base = nn.Linear(dim, dim)
+        self.lora_down = nn.Linear(dim, 2, bias=False)
+        self.lora_up = nn.Linear(2, dim, bias=False)
+
+    def forward(self, x):
+        return self.base(x) + self.lora_up(self.lora_down(x))
+
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab_size, dim, depth):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, dim)
+        self.blocks = nn.ModuleList(Adapter(dim) for _ in range(depth))
+        self.head = nn.Linear(dim, vocab_size)
+
+    def forward(self, ids):
+        h = self.embed(ids)
+        for block in self.blocks:
+            h = checkpoint(block, h, use_reentrant=True)
+        return self.head(h)
+
+
+def only_adapters_train(model):
+    for name, param in model.named_parameters():
+        param.requires_grad = "lora_" in name
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", required=True)
+    args = parser.parse_args()
+    model = TinyLM(vocab_size=50, dim=16, depth=2)
+    model.load_state_dict(torch.load("base.pt"))
+    only_adapters_train(model)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
+    for ids in torch.load(args.data):
+        model(ids).logsumexp(-1).mean().backward()
+        optimizer.step()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_the_projects_setup_of_a_fresh_model_is_replayed_when_its_main_cannot_run(tmp_path):
+    """The main needs command-line arguments and data files, so the model is built from its
+    construction site; the freeze the main applies right after building it runs too (the load of
+    a missing checkpoint is skipped and named), so the frozen-upstream symptom shows."""
+    path = tmp_path / "adapters.py"
+    path.write_text(SETUP_IN_MAIN)
+    found = finding(path, line_in(path, "TinyLM", "checkpoint("), "CKPT005")
+    confirmation = confirm_all([found], examples=[])[found]
+    assert confirmation.verdict == "confirmed", confirmation
+    ran = next(line for line in confirmation.evidence if line.startswith("ran "))
+    assert "ran TinyLM(vocab_size=50, dim=16, depth=2) (as the project builds it), then the project's setup of `model`: `only_adapters_train(model)`" in ran, ran
+    assert "skipped, failing here: `model.load_state_dict(torch.load('base.pt'))`" in ran and "FileNotFoundError" in ran, ran
+    # Neither the optimizer (it reads a local) nor the training loop is setup.
+    assert "optimizer" not in ran and "backward" not in ran, ran
