@@ -239,16 +239,22 @@ def _run_with_model(
         raise CannotRun(f"its forward pass failed: {type(error).__name__}: {error}") from None
     features = args[0] if len(args) == 1 and not kwargs else None
     # A transformers model takes its batch as keywords (`model(**batch)`, `batch["input_ids"]`).
-    keyword_batch = kwargs if not args and kwargs else None
+    keyword_batch = kwargs if not args and any(isinstance(v, torch.Tensor) for v in kwargs.values()) else None
     target_makers = _targets_for(output) or [lambda g: torch.zeros(2)]
-    unknown = [p.name for p in required if kinds[p.name] == "tensor" and features is None and not (keyword_batch and p.name in keyword_batch)]
+    unknown = [p.name for p in required if kinds[p.name] == "tensor" and features is None and keyword_batch is None]
     if unknown:
         raise CannotRun(f"`{qualname}`: cannot tell what `{unknown[0]}` is; " + EXAMPLE_HINT.format(name=qualname))
 
     def element(name: str, make_target: Callable[[torch.Generator], torch.Tensor], g: torch.Generator) -> Any:
         if keyword_batch is not None:
-            value = keyword_batch.get(name, keyword_batch)
-            return value.clone() if isinstance(value, torch.Tensor) else dict(value)
+            # A key of the batch is that input; a tensor argument (`prompts`, `sequences`) is the
+            # model's main input; a batch (`model(**batch)`) is all of them.
+            tensors = {k: v for k, v in keyword_batch.items() if isinstance(v, torch.Tensor)}
+            if name in tensors:
+                return tensors[name].clone()
+            if parameter_kind(name) in ("batch", "loader"):
+                return {k: v.clone() for k, v in tensors.items()}
+            return next(iter(tensors.values())).clone()
         role = parameter_kind(name)
         if role == "target":
             return make_target(g).to(device)

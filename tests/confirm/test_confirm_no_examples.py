@@ -135,9 +135,24 @@ def fine_tune(model, loader):
     return caches
 """
 
+TENSOR_FOR_A_TRANSFORMERS_MODEL = """\
+from transformers import GPT2LMHeadModel
+
+
+def load_policy():
+    return GPT2LMHeadModel.from_pretrained("gpt2")
+
+
+def cache_prompts(policy, prompts):
+    policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    policy.train()
+    return policy(prompts, use_cache=True).past_key_values
+"""
+
 # function -> the model it must have been handed, and the batch
 HANDED = {
     "train_loop": (HF_TRAINING_FUNCTIONS, r"ran train_loop\(model=load_model\(\), batches=\[one batch: \{'input_ids': int64\[2, 8\]\}\]\)"),
+    "cache_prompts": (TENSOR_FOR_A_TRANSFORMERS_MODEL, r"ran cache_prompts\(policy=load_policy\(\), prompts=int64\[2, 8\]\)"),
     "fine_tune": (IMPORTED_MODEL_CLASS, r"ran fine_tune\(model=GPT2LMHeadModel\(a tiny GPT2Config\), loader=\[one batch: \{'input_ids': int64\[2, 8\]\}\]\)"),
 }
 
@@ -159,7 +174,8 @@ def handed_verdicts(tmp_path_factory):
 def test_a_training_functions_model_comes_from_a_builder_of_the_file_or_an_imported_transformers_class(handed_verdicts, name):
     """`train_loop(model, batches)` with nothing in the project calling it: the model is what the
     file's own `load_model()` returns (from_pretrained offline), or the transformers class the
-    file imports; the batch is that model's keyword inputs, keyed as the body reads them."""
+    file imports; the batch is that model's keyword inputs, keyed as the body reads them, and a
+    tensor argument (`prompts`) its main input."""
     confirmation = handed_verdicts[name]
     assert confirmation.verdict == "confirmed", confirmation
     assert any(re.search(HANDED[name][1], line) for line in confirmation.evidence), confirmation.evidence
