@@ -154,7 +154,7 @@ def plans_for(job: dict[str, Any], module: types.ModuleType, device: str, exampl
     one may raise CannotRun). An example factory is the only plan when there is one."""
     qualname = job["qualname"]
     if job["kind"] == "script":
-        return [lambda: _script_plan(job, module)]
+        return [lambda: _script_plan(job, module), lambda: _main_model_plan(job, module, device)]
     try:
         target = resolve(module, qualname)
     except AttributeError:
@@ -166,6 +166,8 @@ def plans_for(job: dict[str, Any], module: types.ModuleType, device: str, exampl
     plans: list[Callable[[], Plan]] = []
     if usage.get("main") and not job.get("method"):
         plans.append(lambda: _script_plan(job, module))
+        if job["kind"] == "function" and not usage.get("main_path"):
+            plans.append(lambda: _main_model_plan(job, module, device))
     if job["kind"] == "function":
         constructs = job.get("constructs", ())
         if _builder_kwargs(module, target, constructs) is not None:
@@ -195,6 +197,36 @@ def _script_plan(job: dict[str, Any], module: types.ModuleType) -> Plan:
         raise CannotRun("the file has no main to run")
     make, description = found
     return Plan(make, description, fallible=True)
+
+
+def _main_model_plan(job: dict[str, Any], module: types.ModuleType, device: str) -> Plan:
+    """The main stops on its own before a backward (its data is not there): the model it built and
+    set up by then, run on synthesised inputs."""
+    left = script.model_left_by_main(module, job["path"], job.get("source"), job["qualname"] if job["kind"] == "class" else "")
+    if left is None:
+        raise CannotRun("the file has no main to run")
+    ab.seed_everything()
+    model, variable, stopped = left()
+    if model is None:
+        raise CannotRun(f"the file's main built no model before it stopped ({stopped})")
+
+    def construct() -> nn.Module:
+        built = left()[0]
+        if built is None:
+            raise CannotRun("the file's main built no model on a second run")
+        return built.to(device)
+
+    usage_keywords = (job.get("usage") or {}).get("keyword_names", ())
+    found = inputs.search_inputs(construct, None, device, (job.get("usage") or {}).get("call_keywords"), [*usage_keywords, "labels"])
+
+    def make() -> tuple[Any, Callable[[], Any]]:
+        model = construct()
+        model.train()
+        args, kwargs = found.make()
+        return model, lambda: model(*args, **kwargs)
+
+    shown = f"ran `{variable}` ({type(model).__name__}) as the file's main left it, where it stopped ({stopped}), on {found.shown}"
+    return Plan(make, shown + (f"; {found.tried}" if found.tried else ""))
 
 
 def _class_plan(

@@ -166,3 +166,59 @@ def run_until_backward(code: Any, module: types.ModuleType, path: str, steps: in
             hook.remove()
     if count[0] == 0:
         raise RuntimeError("the script ended without a backward pass")
+
+
+def model_left_by_main(module: types.ModuleType, path: str, source: Optional[str], class_name: str) -> Optional[Callable[[], tuple[Optional[torch.nn.Module], str, str]]]:
+    """A function that runs the main of `path` until it stops on its own (a data file that is not
+    there, a dataset it would download) or reaches its first backward, and returns the model it had
+    built by then (set up as the project sets it up: frozen parts, checkpointing switched on, config
+    flags), that model's variable, and why the main stopped. None when the file has no main."""
+    found = main_statements(path, source)
+    if found is None:
+        return None
+    code = compile(ast.Module(body=found[1], type_ignores=[]), path, "exec")
+
+    def left() -> tuple[Optional[torch.nn.Module], str, str]:
+        namespace = dict(vars(module))
+        namespace["__name__"] = "__main__"
+        scopes: list[dict[str, Any]] = []
+        stopped = "it ended"
+
+        def stop(*args: Any, **kwargs: Any) -> None:
+            raise EndOfRun()
+
+        argv, original = sys.argv, torch.autograd.backward
+        sys.argv, torch.autograd.backward = [path], stop
+        try:
+            exec(code, namespace)
+        except BaseException as error:
+            if isinstance(error, KeyboardInterrupt):
+                raise
+            lines = str(error).strip().splitlines()
+            stopped = "its first backward" if isinstance(error, EndOfRun) else f"{type(error).__name__}: {lines[0] if lines else ''}"
+            trace = error.__traceback__
+            while trace is not None:  # the main's own frames, outermost first: `main()`'s locals
+                if trace.tb_frame.f_code.co_filename == path:
+                    scopes.append(dict(trace.tb_frame.f_locals))
+                trace = trace.tb_next
+        finally:
+            sys.argv, torch.autograd.backward = argv, original
+        model, variable = _model_in([*reversed(scopes), namespace], class_name)
+        return model, variable, stopped
+
+    return left
+
+
+def _model_in(scopes: list[dict[str, Any]], class_name: str) -> tuple[Optional[torch.nn.Module], str]:
+    """The model among the variables of `scopes` (innermost first): one that is or holds a
+    `class_name`, else the first that no other holds. (None, "") when there is no module."""
+    found: list[tuple[str, torch.nn.Module]] = []
+    for scope in scopes:
+        for name, value in scope.items():
+            if isinstance(value, torch.nn.Module) and not name.startswith("__") and all(value is not m for _, m in found):
+                found.append((name, value))
+    roots = [(n, m) for n, m in found if not any(m is not other and any(s is m for s in other.modules()) for _, other in found)]
+    for name, model in roots:
+        if class_name and any(type(m).__qualname__ == class_name for m in model.modules()):
+            return model, name
+    return (roots[0][1], roots[0][0]) if roots else (None, "")

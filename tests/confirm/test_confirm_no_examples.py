@@ -298,3 +298,42 @@ def test_the_projects_setup_of_a_fresh_model_is_replayed_when_its_main_cannot_ru
     assert "skipped, failing here: `model.load_state_dict(torch.load('base.pt'))`" in ran and "FileNotFoundError" in ran, ran
     # Neither the optimizer (it reads a local) nor the training loop is setup.
     assert "optimizer" not in ran and "backward" not in ran, ran
+
+
+MAIN_WITHOUT_ITS_DATA = """\
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+
+def main():
+    tokenizer = AutoTokenizer.from_pretrained("gpt2")
+    model = AutoModelForCausalLM.from_pretrained("gpt2")
+    model.gradient_checkpointing_enable()
+    model.config.use_cache = True
+    texts = open("train.txt").read().splitlines()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    model.train()
+    for text in texts:
+        batch = tokenizer(text, return_tensors="pt")
+        model(**batch, labels=batch["input_ids"]).loss.backward()
+        optimizer.step()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_the_model_a_main_built_before_it_stopped_on_missing_data_runs(tmp_path):
+    """The main fails on its data file without checkpointing too, so it cannot be compared as
+    written; the model it had built and set up by then (checkpointing on, use_cache=True) runs on
+    synthesised inputs instead, and the evidence says where the main stopped."""
+    pytest.importorskip("transformers")
+    path = tmp_path / "finetune.py"
+    path.write_text(MAIN_WITHOUT_ITS_DATA)
+    found = finding(path, line_in(path, "main", "use_cache = True"), "CKPT004")
+    confirmation = confirm_all([found], examples=[])[found]
+    assert confirmation.verdict == "confirmed", confirmation
+    ran = next(line for line in confirmation.evidence if line.startswith("ran "))
+    assert ran.startswith("ran `model` (GPT2LMHeadModel) as the file's main left it, where it stopped (FileNotFoundError: "), ran
+    assert "'train.txt'" in ran and "on input_ids=int64[2, 8], labels=int64[2, 8]" in ran, ran
