@@ -233,7 +233,9 @@ def test_no_log_folder_is_left_when_no_target_needs_its_log(tmp_path, monkeypatc
 
 def test_summary_line_counts_the_verdicts(tmp_path, monkeypatch):
     write(tmp_path, "runs.py", model("Runs"))
-    write(tmp_path, "needy.py", model("Needy").replace("def __init__(self):", "def __init__(self, config):"))
+    # A list no guessed config attribute (a number) can be.
+    needy = model("Needy", init="self.widths = list(config.widths)\n").replace("def __init__(self):", "def __init__(self, config):")
+    write(tmp_path, "needy.py", needy)
     write(tmp_path, "missing.py", model("Missing", top="import package_that_is_not_installed\n"))
     monkeypatch.chdir(tmp_path)
     result = cli(".", "--confirm", "--select", "CKPT006")
