@@ -337,3 +337,43 @@ def test_the_model_a_main_built_before_it_stopped_on_missing_data_runs(tmp_path)
     ran = next(line for line in confirmation.evidence if line.startswith("ran "))
     assert ran.startswith("ran `model` (GPT2LMHeadModel) as the file's main left it, where it stopped (FileNotFoundError: "), ran
     assert "'train.txt'" in ran and "on input_ids=int64[2, 8], labels=int64[2, 8]" in ran, ran
+
+
+UNUSED_PACKAGE = """\
+import torch
+import wandb_that_is_not_installed as wandb
+from datasets_that_is_not_installed import load_dataset
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return checkpoint(self.block, x)
+
+
+class Logged(Net):
+    def forward(self, x):
+        wandb.log({"norm": x.norm()})
+        return checkpoint(self.block, x)
+"""
+
+
+def test_a_package_that_is_not_installed_blocks_only_the_runs_that_use_it(tmp_path):
+    """The training file imports what its model never touches: the model runs, and the evidence
+    says without what; a model that uses the package still needs it installed."""
+    path = tmp_path / "logged.py"
+    path.write_text(UNUSED_PACKAGE)
+    unused = finding(path, line_in(path, "Net", "checkpoint("), "CKPT006")
+    used = finding(path, line_in(path, "Logged", "checkpoint("), "CKPT006")
+    results = confirm_all([unused, used], examples=[])
+    assert results[unused].verdict == "confirmed", results[unused]
+    assert results[unused].evidence[-1] == (
+        "ran without `wandb_that_is_not_installed`, `datasets_that_is_not_installed` (not installed: a placeholder that raises wherever the code would use it)"
+    ), results[unused].evidence
+    assert results[used].verdict == "could not run" and results[used].cause == "needs a package", results[used]
+    assert "pip install wandb-that-is-not-installed" in results[used].evidence[0], results[used]

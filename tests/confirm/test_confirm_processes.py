@@ -236,7 +236,7 @@ def test_summary_line_counts_the_verdicts(tmp_path, monkeypatch):
     # A list no guessed config attribute (a number) can be.
     needy = model("Needy", init="self.widths = list(config.widths)\n").replace("def __init__(self):", "def __init__(self, config):")
     write(tmp_path, "needy.py", needy)
-    write(tmp_path, "missing.py", model("Missing", top="import package_that_is_not_installed\n"))
+    write(tmp_path, "missing.py", model("Missing", "package_that_is_not_installed.log(x)\n", top="import package_that_is_not_installed\n"))
     monkeypatch.chdir(tmp_path)
     result = cli(".", "--confirm", "--select", "CKPT006")
     assert result.exit_code == 1, result.output
