@@ -226,7 +226,8 @@ def _main_model_plan(job: dict[str, Any], module: types.ModuleType, device: str)
         return model, lambda: model(*args, **kwargs)
 
     shown = f"ran `{variable}` ({type(model).__name__}) as the file's main left it, where it stopped ({stopped}), on {found.shown}"
-    return Plan(make, shown + (f"; {found.tried}" if found.tried else ""))
+    # Fallible: the finding may be in code of the main that only its data reaches (a function it calls).
+    return Plan(make, shown + (f"; {found.tried}" if found.tried else ""), fallible=True)
 
 
 def _class_plan(
