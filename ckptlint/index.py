@@ -1907,14 +1907,15 @@ class ProjectIndex:
 
     def enables_hf_checkpointing(self, function: str) -> bool:
         """Whether the function or method `function` holds a `gradient_checkpointing_enable(...)` call
-        (with literal kwargs, as `hf_enables` records them)."""
+        (with literal kwargs, as `hf_enables` records them). A class is not a function: one whose
+        methods enable (transformers' PreTrainedModel) made every file importing it worth analysing."""
         module, rest = self.split(function)
         if module is None or not module.hf_enables:
             return False
         name, _, method = rest.partition(".")
         block = next((b for b in module.blocks if b.definition and b.binds == name), None)
         span = next(((m.start, m.end) for m in block.members if m.name == method), None) if block is not None and method else None
-        if span is None and block is not None and not method:
+        if span is None and block is not None and not method and name in module.functions:
             span = (block.start, block.end)
         return span is not None and any(span[0] <= line <= span[1] for line, _ in module.hf_enables)
 

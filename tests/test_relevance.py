@@ -245,3 +245,22 @@ def test_grad_off_text_keeps_with_blocks_and_module_level_decorated_functions_on
     skipped = "class Rotary(nn.Module):\n    @torch.no_grad()\n    def forward(self, x):\n        return x\n"
     assert [m.group() for m in GRAD_OFF_TEXT.finditer(kept)] == ["with torch.no_grad", "@torch.inference_mode"]
     assert not GRAD_OFF_TEXT.search(skipped)
+
+
+def test_a_class_whose_methods_enable_checkpointing_does_not_make_its_importers_matter():
+    """transformers' PreTrainedModel enables checkpointing in one of its methods: a file that only
+    imports and subclasses it has no site (it was analysed for nothing); a file calling a helper
+    function that enables checkpointing on the model it is handed still matters."""
+    models = (
+        "class Pretrained:\n    def enable(self):\n        self.gradient_checkpointing_enable()\n\n\n"
+        "def setup(model):\n    model.gradient_checkpointing_enable()\n"
+    )
+    head = "from pkg.models import Pretrained\n\n\nclass Head(Pretrained):\n    pass\n"
+    script = "from pkg.models import setup\n\n\ndef main(model):\n    setup(model)\n"
+    summaries = {name: summarize(text, f"pkg/{name}.py", f"pkg.{name}", False) for name, text in (("models", models), ("head", head), ("script", script))}
+    index = ProjectIndex({s.name: s for s in summaries.values()})
+    assert not index.enables_hf_checkpointing("pkg.models.Pretrained")
+    assert index.enables_hf_checkpointing("pkg.models.Pretrained.enable")
+    assert index.enables_hf_checkpointing("pkg.models.setup")
+    assert not can_matter(head, summaries["head"], index, Settings())
+    assert can_matter(script, summaries["script"], index, Settings())
