@@ -264,3 +264,21 @@ def test_a_class_whose_methods_enable_checkpointing_does_not_make_its_importers_
     assert index.enables_hf_checkpointing("pkg.models.setup")
     assert not can_matter(head, summaries["head"], index, Settings())
     assert can_matter(script, summaries["script"], index, Settings())
+
+
+def test_grad_off_text_searched_on_the_lines_with_its_words_finds_every_match():
+    """The pattern runs only on lines holding no_grad / inference_mode / set_grad_enabled: the same
+    matches as over the whole text, lone carriage returns and several matches per line included."""
+    from ckptlint.relevance import GRAD_OFF_TEXT, _grad_off_offsets
+
+    texts = [
+        (FIXTURES / "distillation_eval.py").read_text(),
+        "with torch.no_grad():\n    model(x)\n@torch.inference_mode()\ndef evaluate(model, loader):\n    pass\n",
+        "x = 1\r@torch.no_grad\rwith a, torch.set_grad_enabled(False): pass",
+        "if s.startswith(no_grad): pass; with torch.no_grad(): y = model(x); with inference_mode(): z = 1",
+        "class Rotary:\n    @torch.no_grad()\n    def forward(self, x):\n        return x\n",
+        "with torch.no_grad():",
+        "no_grad",
+    ]
+    for text in texts:
+        assert list(_grad_off_offsets(text)) == [match.start() for match in GRAD_OFF_TEXT.finditer(text)], text
