@@ -4,6 +4,7 @@ project functions and modules, literals, and a call's arguments after partials a
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 from typing import Optional, Sequence
 
 import libcst as cst
@@ -51,6 +52,27 @@ from ckptlint.model.values import (
 )
 
 BUILTINS = frozenset({"dict", "list", "tuple", "print", "len", "range", "enumerate", "zip", "super", "isinstance"})
+_NUMBERS = (cst.Integer, cst.Float)
+_SEQUENCES = (cst.Tuple, cst.List, cst.Set)
+# The node classes `evaluate` tells apart, in the order it tests them.
+_EVALUATED = (cst.Name, _NUMBERS, cst.SimpleString, cst.Attribute, cst.Subscript, cst.BinaryOperation, cst.UnaryOperation, cst.Dict, _SEQUENCES, cst.Call, cst.Lambda, cst.IfExp, cst.BooleanOperation)
+_BRANCHES: dict[type, object] = {}
+
+
+@lru_cache(maxsize=4096)
+def _literal(text: str) -> object:
+    """The value of a number or string literal (memoized: `ast.literal_eval` compiles its text, and
+    the same few literals are evaluated again for every expression that holds them)."""
+    return ast.literal_eval(text)
+
+
+def _branch(node: cst.BaseExpression) -> object:
+    """The first entry of _EVALUATED that `node` is an instance of (None: none), found once per node
+    type: `isinstance` against LibCST's classes goes through ABCMeta, a dozen times per expression."""
+    kind = type(node)
+    if kind not in _BRANCHES:
+        _BRANCHES[kind] = next((entry for entry in _EVALUATED if issubclass(kind, entry)), None)
+    return _BRANCHES[kind]
 
 
 
@@ -90,15 +112,16 @@ class Evaluation:
         return self.flow.attribute(owner, attr, f"self.{attr}")
 
     def evaluate(self, node: cst.BaseExpression) -> Value:
-        if isinstance(node, cst.Name):
+        branch = _branch(node)
+        if branch is cst.Name:
             if node.value in ("True", "False", "None"):
                 return Const({"True": True, "False": False, "None": None}[node.value])
             return self.lookup(node.value)
-        if isinstance(node, (cst.Integer, cst.Float)):
-            return Const(ast.literal_eval(node.value))
-        if isinstance(node, cst.SimpleString):
-            return Const(node.evaluated_value)
-        if isinstance(node, cst.Attribute):
+        if branch is _NUMBERS:
+            return Const(_literal(node.value))
+        if branch is cst.SimpleString:
+            return Const(_literal(node.value))  # what `node.evaluated_value` computes
+        if branch is cst.Attribute:
             if isinstance(node.value, cst.Name) and node.value.value == "self":
                 return self.self_attribute(node.attr.value)
             if is_super(node.value) and self.scope.class_qualname and "self" in self.scope.bindings:
@@ -115,23 +138,23 @@ class Evaluation:
             if isinstance(base, SYMBOLIC):
                 return AttributeOf(base, node.attr.value)
             return self.ref(f"{base.qualname}.{node.attr.value}") if isinstance(base, Ref) else UNKNOWN
-        if isinstance(node, cst.Subscript):
+        if branch is cst.Subscript:
             return element_of(self.evaluate(node.value))
-        if isinstance(node, cst.BinaryOperation):
+        if branch is cst.BinaryOperation:
             return join_grad([self.evaluate(node.left), self.evaluate(node.right)], Spelling("`{}`", node))
-        if isinstance(node, cst.UnaryOperation):
+        if branch is cst.UnaryOperation:
             return self.evaluate(node.expression)
-        if isinstance(node, cst.Dict):
+        if branch is cst.Dict:
             return self.dict_literal(node)
-        if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+        if branch is _SEQUENCES:
             if any(isinstance(e, cst.StarredElement) for e in node.elements):
                 return UNKNOWN
             return Items(tuple(self.evaluate(e.value) for e in node.elements))
-        if isinstance(node, cst.Call):
+        if branch is cst.Call:
             return self.evaluate_call(node)
-        if isinstance(node, cst.Lambda):
+        if branch is cst.Lambda:
             return Lambda(node)
-        if isinstance(node, cst.IfExp):
+        if branch is cst.IfExp:
             tested = none_test(node.test)
             if tested is not None:
                 # `{} if kw is None else kw`, `kw if kw is not None else {}`
@@ -140,7 +163,7 @@ class Evaluation:
                 if isinstance(kept, cst.Name) and kept.value == name:
                     return defaulted(self.evaluate(kept), self.evaluate(default), falsy=False)
             return merge(self.evaluate(node.body), self.evaluate(node.orelse))
-        if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.Or):
+        if branch is cst.BooleanOperation and isinstance(node.operator, cst.Or):
             return defaulted(self.evaluate(node.left), self.evaluate(node.right), falsy=True)
         return UNKNOWN
 

@@ -19,19 +19,34 @@ _TRIVIA = (
     "rbrace", "first_line", "asynchronous", "star", "default_indent", "default_newline",
 )  # fmt: skip
 _FIELDS: dict[type, tuple[str, ...]] = {}
+# Per type of field value: a node, a sequence, or neither. `isinstance(value, cst.CSTNode)` goes
+# through ABCMeta's check, and this test runs on every field of every node walked (5 % of a cold run).
+_NODE, _SEQUENCE, _OTHER = 1, 2, 0
+_KINDS: dict[type, int] = {}
+
+
+def _kind(value: object) -> int:
+    kind = _KINDS.get(type(value))
+    if kind is None:
+        kind = _KINDS[type(value)] = _NODE if isinstance(value, cst.CSTNode) else _SEQUENCE if isinstance(value, (list, tuple)) else _OTHER
+    return kind
 
 
 def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     names = _FIELDS.get(type(node))
     if names is None:
         names = _FIELDS[type(node)] = tuple(f.name for f in dataclasses.fields(node) if not f.name.startswith(_TRIVIA))
+    kinds = _KINDS
     for name in names:
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        kind = kinds.get(type(value))
+        if kind is None:
+            kind = _kind(value)
+        if kind == _NODE:
             yield value
-        elif isinstance(value, (list, tuple)):
+        elif kind == _SEQUENCE:
             for item in value:
-                if isinstance(item, cst.CSTNode):
+                if (kinds.get(type(item)) or _kind(item)) == _NODE:
                     yield item
 
 
