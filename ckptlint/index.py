@@ -1536,6 +1536,8 @@ class ProjectIndex:
         self._canonical: dict[str, str] = {}
         self._split: dict[str, tuple[Optional[ModuleSummary], str]] = {}
         self._subclass: dict[tuple[str, frozenset[str]], bool] = {}
+        self._ancestors: dict[str, tuple[str, ...]] = {}
+        self._attribute_holders: dict[tuple[str, str], Optional[ClassSummary]] = {}
         # Files whose line numbers the current analysis read (summary digests leave positions out).
         self.cited: set[str] = set()
         self._bound_as: Optional[dict[str, list[tuple[str, str]]]] = None
@@ -1596,8 +1598,15 @@ class ProjectIndex:
         module, rest = self.split(self.canonical(qualname))
         return module.classes.get(rest) if module else None
 
-    def ancestors(self, qualname: str) -> Iterator[str]:
-        """Qualified names of the class and all its bases, in-project or not (depth-first)."""
+    def ancestors(self, qualname: str) -> tuple[str, ...]:
+        """Qualified names of the class and all its bases, in-project or not (depth-first; memoized:
+        every attribute, method and base lookup of the analysis walks them)."""
+        found = self._ancestors.get(qualname)
+        if found is None:
+            found = self._ancestors[qualname] = tuple(self._bases_depth_first(qualname))
+        return found
+
+    def _bases_depth_first(self, qualname: str) -> Iterator[str]:
         stack, seen = [self.canonical(qualname)], set()
         while stack:
             name = stack.pop()
@@ -1620,12 +1629,12 @@ class ProjectIndex:
         return holder.attrs[attr] if holder is not None else None
 
     def attribute_holder(self, class_qualname: str, attr: str) -> Optional[ClassSummary]:
-        """The class (itself or a base) whose `__init__` or body binds `attr`."""
-        for name in self.ancestors(class_qualname):
-            summary = self.class_(name)
-            if summary is not None and attr in summary.attrs:
-                return summary
-        return None
+        """The class (itself or a base) whose `__init__` or body binds `attr` (memoized: every
+        `self.<attr>` the analysis evaluates asks)."""
+        key = (class_qualname, attr)
+        if key not in self._attribute_holders:
+            self._attribute_holders[key] = next((s for s in map(self.class_, self.ancestors(class_qualname)) if s is not None and attr in s.attrs), None)
+        return self._attribute_holders[key]
 
     def init_signature(self, class_qualname: str) -> Optional[ClassSummary]:
         """The class in the MRO whose `__init__` builds instances (its `init_params` and defaults)."""
