@@ -593,7 +593,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
             self.note_call(targets, call)
             self.note_wrapper_call(callee, call)
         if targets or not isinstance(callee, Ref):
-            forget_modes(self, node)
+            forget_modes(self, node, callee)
         api, bound = self.match_api(callee)
         if api is not None:
             self.record(self.checkpoint_site(node, api, bound))

@@ -63,13 +63,13 @@ class HeldModels:
 
     def note_mode(self, builder: "ModelBuilder", key: str, training: Optional[bool]) -> None:
         builder.scope.seeded_modes.discard(key)
-        owner = _method_owner(builder)
-        if owner is not None and owner[1] != "__init__" and key.startswith("self."):
+        owner = _method_owner(builder) if key.startswith("self.") else None
+        if owner is not None and owner[1] != "__init__":
             self._events(owner[0]).modes_set.setdefault(key, set()).add(training)
 
     def note_handed(self, builder: "ModelBuilder", key: str) -> None:
-        owner = _method_owner(builder)
-        if owner is not None and key.startswith("self."):
+        owner = _method_owner(builder) if key.startswith("self.") else None
+        if owner is not None:
             self._events(owner[0]).handed.add(key)
 
     def note_self_handed(self, builder: "ModelBuilder") -> None:
@@ -78,13 +78,13 @@ class HeldModels:
             self._events(owner[0]).self_handed = True
 
     def note_assigned(self, builder: "ModelBuilder", key: str) -> None:
-        owner = _method_owner(builder)
-        if owner is not None and owner[1] != "__init__" and key.startswith("self."):
+        owner = _method_owner(builder) if key.startswith("self.") else None
+        if owner is not None and owner[1] != "__init__":
             self._events(owner[0]).reassigned.add(key)
 
     def note_disabled(self, builder: "ModelBuilder", key: str) -> None:
-        owner = _method_owner(builder)
-        if owner is not None and owner[1] != "__init__" and key.startswith("self."):
+        owner = _method_owner(builder) if key.startswith("self.") else None
+        if owner is not None and owner[1] != "__init__":
             self._events(owner[0]).disabled.add(key)
 
     def note_switched_from_outside(self, attr: str) -> None:

@@ -17,7 +17,7 @@ from ckptlint.model.apis import HF_MODEL_CONSTRUCTOR
 from ckptlint.model.shapes import is_self
 from ckptlint.model.sites import ModelState
 from ckptlint.model.torch_knowledge import MODULE_SELF_METHODS
-from ckptlint.model.values import Const, ModuleObject, Ref
+from ckptlint.model.values import Const, ModuleObject, Ref, Value
 
 if TYPE_CHECKING:
     from ckptlint.model.builder import ModelBuilder
@@ -52,13 +52,15 @@ def spelled_key(node: cst.BaseExpression) -> Optional[str]:
     return None
 
 
-def wrapped_argument(builder: "ModelBuilder", node: cst.Call) -> Optional[tuple[cst.BaseExpression, bool]]:
+def wrapped_argument(builder: "ModelBuilder", node: cst.Call, callee: Optional[Value] = None) -> Optional[tuple[cst.BaseExpression, bool]]:
     """For a call that returns the module it is handed (unwrapped, or in a distributed wrapper): that
-    argument, and whether the result is a wrapper (whose `.module` is the argument)."""
+    argument, and whether the result is a wrapper (whose `.module` is the argument). `callee`: the
+    value of `node.func`, when the caller has it already."""
     positional = [a for a in node.args if a.keyword is None]
     if len(positional) != 1 or positional[0].star:
         return None
-    callee = builder.evaluate(node.func)
+    if callee is None:
+        callee = builder.evaluate(node.func)
     if isinstance(callee, Ref) and callee.qualname in DISTRIBUTED_WRAPPERS:
         return positional[0].value, True
     if isinstance(callee, Ref) and callee.qualname in UNWRAPPING_FUNCTIONS:
@@ -98,10 +100,16 @@ def state_of(builder: "ModelBuilder", expr: cst.BaseExpression) -> ModelState:
     """The state of the model an expression gives: a variable's or attribute's, a constructor's (a new
     module trains), a deep copy's (the copy keeps mode and checkpointing), through `.to()`, `.train()`,
     `.eval()` and wrappers that return the same module."""
-    scope = builder.scope
     key = model_key(builder, expr)
-    if key is not None:
-        return ModelState(scope.model_modes.get(key), scope.checkpointed_models.get(key))
+    return _keyed_state(builder.scope, key) if key is not None else _unkeyed_state(builder, expr)
+
+
+def _keyed_state(scope: "Scope", key: str) -> ModelState:
+    return ModelState(scope.model_modes.get(key), scope.checkpointed_models.get(key))
+
+
+def _unkeyed_state(builder: "ModelBuilder", expr: cst.BaseExpression) -> ModelState:
+    """`state_of` an expression that gives no model known by a key."""
     if not isinstance(expr, cst.Call):
         return ModelState()
     func = expr.func
@@ -135,7 +143,7 @@ def bind_model(builder: "ModelBuilder", target: cst.BaseExpression, value: cst.B
         if same != key:
             scope.model_aliases[key] = (same, _is_wrapper(builder, value))
     else:
-        set_state(builder, key, state_of(builder, value))
+        set_state(builder, key, _keyed_state(scope, same) if same is not None else _unkeyed_state(builder, value))
 
 
 def _rekey(scope: "Scope", old: str, new: str) -> None:
@@ -172,10 +180,10 @@ def set_state(builder: "ModelBuilder", name: str, state: ModelState) -> None:
         scope.checkpointed_models.setdefault(key, state.checkpointing)
 
 
-def forget_modes(builder: "ModelBuilder", node: cst.Call) -> None:
+def forget_modes(builder: "ModelBuilder", node: cst.Call, callee: Value) -> None:
     """A model handed to a project function (or one the analysis cannot name) may come back in
     either mode: `prepare(model)` may call `model.eval()`. Wrappers that return the module do not."""
-    if wrapped_argument(builder, node) is not None:
+    if wrapped_argument(builder, node, callee) is not None:
         return
     for arg in node.args:
         if is_self(arg.value):
