@@ -207,3 +207,64 @@ def test_a_flag_in_a_conditional_expression_gates_the_checkpoint():
     for flag, expected in (("False", set()), ("True", {(len(source.splitlines()) + 3, "CKPT008")})):
         report = lint_text(source.format(flag=flag) + f"model = Stack()\n{CALL}")
         assert {(f.line, f.code) for f in report.findings if f.code == "CKPT008"} == expected
+
+
+# `no_grad` carried into the functions a model is handed to: the call written under no_grad counts
+# when the function (or one it hands the model on to) runs the model as the caller left it.
+RUNS = "def logits(model, x):\n    return model(x)\n\n\n"
+HANDED = f"{RUNS}model = Stack()\nwith torch.no_grad():\n    out = logits(model, torch.ones(2, 8))\n"
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        (HANDED, {(7, "CKPT008")}),
+        # By keyword, and through `model.forward`.
+        ("def logits(x, model):\n    return model.forward(x)\n\n\nmodel = Stack()\nwith torch.no_grad():\n    out = logits(model=model, x=torch.ones(2, 8))\n", {(7, "CKPT008")}),
+        # Handed on to a second helper.
+        (f"{RUNS}def score(model, x):\n    return logits(model, x).sum()\n\n\nmodel = Stack()\nwith torch.inference_mode():\n    out = score(model, torch.ones(2, 8))\n", {(11, "CKPT008")}),
+        # A method that receives the model.
+        (
+            f"class Scorer:\n    def _forward(self, model, x):\n        return model(x)\n\n    def step(self, model, x):\n        with torch.no_grad():\n"
+            "            return self._forward(model, x)\n\n\nmodel = Stack()\nScorer().step(model, torch.ones(2, 8))\n",
+            {(7, "CKPT008")},
+        ),
+        # An `@torch.no_grad()` function handing the model it receives to the helper: reported inside it.
+        (f"{RUNS}@torch.no_grad()\ndef reference(model, x):\n    return logits(model, x)\n\n\nreference(Stack(), torch.ones(2, 8))\n", {(7, "CKPT008")}),
+        # eval() first, before the call or inside the helper.
+        (f"{RUNS}model = Stack()\nmodel.eval()\nwith torch.no_grad():\n    out = logits(model, torch.ones(2, 8))\n", set()),
+        ("def logits(model, x):\n    model.eval()\n    return model(x)\n\n\nmodel = Stack()\nwith torch.no_grad():\n    out = logits(model, torch.ones(2, 8))\n", set()),
+        # The helper does not run the model, runs it only on one branch, or with grad switched back on.
+        ("def width(model, x):\n    return model.blocks[0].in_features\n\n\nmodel = Stack()\nwith torch.no_grad():\n    out = width(model, torch.ones(2, 8))\n", set()),
+        ("def logits(model, x, run=False):\n    if run:\n        return model(x)\n    return x\n\n\nmodel = Stack()\nwith torch.no_grad():\n    out = logits(model, torch.ones(2, 8))\n", set()),
+        ("def logits(model, x):\n    with torch.enable_grad():\n        return model(x)\n\n\nmodel = Stack()\nwith torch.no_grad():\n    out = logits(model, torch.ones(2, 8))\n", set()),
+        # The helper has its own no_grad: the finding is there, once.
+        ("def logits(model, x):\n    with torch.no_grad():\n        return model(x)\n\n\nmodel = Stack()\nwith torch.no_grad():\n    out = logits(model, torch.ones(2, 8))\n", {(3, "CKPT008")}),
+        # No no_grad around the call.
+        (f"{RUNS}model = Stack()\nout = logits(model, torch.ones(2, 8))\n", set()),
+        # A method a subclass defines again: the call may run either, and each must run the model.
+        (
+            "class Scorer:\n    def _forward(self, model, x):\n        return model(x)\n\n    def step(self, model, x):\n        with torch.no_grad():\n"
+            "            return self._forward(model, x)\n\n\nclass Cached(Scorer):\n    def _forward(self, model, x):\n        return x\n\n\n"
+            "model = Stack()\nScorer().step(model, torch.ones(2, 8))\n",
+            set(),
+        ),
+        (
+            "class Scorer:\n    def _forward(self, model, x):\n        return model(x)\n\n    def step(self, model, x):\n        with torch.no_grad():\n"
+            "            return self._forward(model, x)\n\n\nclass Scaled(Scorer):\n    def _forward(self, model, x):\n        return model(x) * 2\n\n\n"
+            "model = Stack()\nScorer().step(model, torch.ones(2, 8))\n",
+            {(7, "CKPT008")},
+        ),
+        # A helper whose callers are unknown, handed a model whose mode is unknown.
+        (f"{RUNS}def evaluate(model, x):\n    with torch.no_grad():\n        return logits(model, x)\n", set()),
+    ],
+)
+def test_no_grad_is_carried_into_the_function_the_model_is_handed_to(body, expected):
+    assert grad_free(body) == expected
+
+
+def test_the_message_names_the_function_that_runs_the_model():
+    [finding] = lint_text(STACK.format(gate=TRAINING_GATE) + HANDED).findings
+    assert "`logits(...)` runs inside torch.no_grad() while `model` is in train mode" in finding.message
+    assert "`example.logits` runs it (`model(x)`)" in finding.message
+    assert "`checkpoint(...)` in `Stack.forward`" in finding.message

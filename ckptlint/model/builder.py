@@ -588,9 +588,11 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
             positional = tuple(self.evaluate(a.value) for a in arguments.positional[:star])
             keywords = {name: value for name, (value, _, _) in arguments.keywords.items()}
             nodes = {name: spelled for name, (_, spelled, _) in arguments.keywords.items()}
-            states = {key: state for key, arg in [*enumerate(arguments.positional[:star]), *nodes.items()] if isinstance(arg, cst.Arg) and (state := state_of(self, arg.value)) != ModelState()}
+            passed = [*enumerate(arguments.positional[:star]), *nodes.items()]
+            states = {key: state for key, arg in passed if isinstance(arg, cst.Arg) and (state := state_of(self, arg.value)) != ModelState()}
             call = CallRecord(node, positional, keywords, nodes, arguments.has_star_args, arguments.unresolved_kwargs, bound, self.scope.qualname, states)
             self.note_call(targets, call)
+            self.note_model_handoffs(targets, call, passed)
             self.note_wrapper_call(callee, call)
         if targets or not isinstance(callee, Ref):
             forget_modes(self, node, callee)

@@ -5,7 +5,10 @@ transformers' layers) runs whenever the model is in train mode, grad or not: und
 records nothing and only adds overhead. The builder records each model call under a grad-disabled
 context with what the enclosing function knows of the model (`GradFreeCall`); here the model is
 resolved, from the callers when it arrives as a parameter, and the call is kept when the model is
-known to be in train mode and its forward reaches a checkpoint that runs in training.
+known to be in train mode and its forward reaches a checkpoint that runs in training. A model
+handed to a project function there (`ref = logprobs(reference, batch)`) counts when that function,
+or one it hands the model on to, runs it as its caller left it (`summaries.Resolver.runs_module`):
+the finding is at the call written under `no_grad`, and names the function that runs the model.
 """
 
 from __future__ import annotations
@@ -43,9 +46,17 @@ def grad_free_checkpoints(model: "FileModel", resolver: "Resolver") -> list[Grad
 
 
 def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> Iterator[GradFreeCheckpoint]:
+    through = ""
+    if call.handoff is not None:
+        run = resolver.runs_handed(call.handoff)
+        if run is None:
+            return
+        runs = f"runs it (`{code(run.node)}`), and "
+        through = f"`{_short(run.callee)}` " + (runs if run.function == run.callee else f"hands it to `{_short(run.function)}`, which {runs}")
     if call.state.training is True:
         reached = _reached(model, call.value, call.state, call.model)
         if reached:
+            reached = through + reached
             yield GradFreeCheckpoint(call, reached, f"`{call.model}` is in train mode here (no `.eval()` since it was built or `.train()` was called)")
         return
     if call.param is None or call.function is None:
@@ -59,7 +70,8 @@ def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> I
             continue
         reached = _reached(caller_model, resolver.value(bind(facts, record, call.param)), state, call.model)
         if reached:
-            caller = ".".join(record.caller.split(".")[-2:])
+            reached = through + reached
+            caller = _short(record.caller)
             handed = "it" if call.param == call.model else f"`{call.param}`, which `{call.model}` comes from,"
             yield GradFreeCheckpoint(call, reached, f"`{caller}` hands {handed} over in train mode (`{code(record.node)}`)")
 
@@ -70,7 +82,7 @@ def _reached(model: "FileModel", value: Value, state: ModelState, spelled: str) 
     for part in parts:
         for site in part.model.sites:
             if site.enclosing_function == part.facts.qualname and _runs_in_training(model, site, state):
-                where = ".".join(part.facts.qualname.split(".")[-2:])
+                where = _short(part.facts.qualname)
                 return f"its forward reaches `{code(site.call.func)}(...)` in `{where}`, which checks the mode, not whether grad is on"
     if state.checkpointing is not None and not parts:
         return (
@@ -91,3 +103,8 @@ def _runs_in_training(model: "FileModel", site: CheckpointSite, state: ModelStat
         return False  # transformers sets these up only when checkpointing is switched on
     bindings = [model.index.attribute(site.enclosing_class, attr) if site.enclosing_class else None for attr in site.gates]
     return all(binding is not None and binding.has_constant and binding.constant for binding in bindings)
+
+
+def _short(qualname: str) -> str:
+    """`Block.forward` for `pkg.mod.Block.forward` (the last two parts)."""
+    return ".".join(qualname.split(".")[-2:])

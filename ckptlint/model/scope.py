@@ -66,6 +66,10 @@ class Scope:
                 return None
         return None
 
+    def grad_as_called(self) -> bool:
+        """Nothing here switches grad on or off: code here runs with grad as the caller has it."""
+        return all(mark == GRAD_UNCHANGED for mark in self.grad) and not self.grad_guards
+
 
 @dataclass(frozen=True)
 class CallArguments:

@@ -190,6 +190,11 @@ class FunctionFacts:
     # Generators this function reseeds with an explicit seed (`np.random.seed(self.seed)`): the
     # recompute then replays their draws.
     reseeds: set[str] = field(default_factory=set)
+    # Parameters the body runs as a module (`model(x)`, `model.forward(x)`) with grad and mode as its
+    # caller left them: param -> the first such call.
+    runs_params: dict[str, "cst.Call"] = field(default_factory=dict)
+    # Parameters handed on, likewise untouched, to project functions: param -> those hand-offs.
+    hands_params: dict[str, list["ModelHandOff"]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -219,6 +224,16 @@ class CallRecord:
 
 
 @dataclass(frozen=True, eq=False)
+class ModelHandOff:
+    """A model handed to project functions: the functions the call runs, the call, and where it
+    passes the model (positional index or keyword)."""
+
+    targets: tuple[str, ...]
+    call: CallRecord
+    key: Union[int, str]
+
+
+@dataclass(frozen=True, eq=False)
 class WrapperCall:
     """A call of a project function or module that checkpoints what it is handed."""
 
@@ -243,6 +258,9 @@ class GradFreeCall:
     function: Optional[str]  # the enclosing function
     # The enclosing function's parameter the model arrives as, when nothing here sets its mode.
     param: Optional[str] = None
+    # For a call of a project function the model is handed to (`logprobs(model, batch)`): the
+    # hand-off; the call counts if that function runs the model.
+    handoff: Optional[ModelHandOff] = None
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,14 @@ as unknown, as before, so no guess becomes a finding.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Optional, Union
 
 import libcst as cst
 
 from ckptlint.model.dataflow import Dataflow, entry_value, tensor_attribute
 from ckptlint.model.apis import CONTROL_KEYWORDS, HF_ENABLE_METHODS, KNOWN_APIS
-from ckptlint.model.sites import ApiKind, CallRecord, CheckpointSite, FlagStatus, FunctionFacts, Mode, WrapperCall
+from ckptlint.model.sites import ApiKind, CallRecord, CheckpointSite, FlagStatus, FunctionFacts, Mode, ModelHandOff, WrapperCall
 from ckptlint.model.modes import hf_kwargs_mode
 from ckptlint.versions import torch_default_reentrant, transformers_default_reentrant
 from ckptlint.model.values import (
@@ -67,6 +67,8 @@ class Resolver:
         self.flow = Dataflow(model.index)
         self.memo: dict[tuple[str, str], Value] = {}
         self.active: set[tuple[str, str]] = set()
+        self.runs_memo: dict[tuple[str, str], Optional[ModuleRun]] = {}
+        self.running: set[tuple[str, str]] = set()
 
     # --- sites ------------------------------------------------------------------------------
 
@@ -264,8 +266,12 @@ class Resolver:
     def overridden(self, method: str) -> bool:
         """Whether a project subclass of the method's class defines it again: `self.method()` may run
         that one instead."""
+        return bool(self.overrides(method))
+
+    def overrides(self, method: str) -> list[str]:
+        """The methods of project subclasses that define the method again."""
         owner, _, name = method.rpartition(".")
-        return any(name in summary.methods for sub in self.model.index.subclasses(owner) if (summary := self.model.index.class_(sub)) is not None)
+        return [f"{sub}.{name}" for sub in self.model.index.subclasses(owner) if (summary := self.model.index.class_(sub)) is not None and name in summary.methods]
 
     def partial(self, value: Partial, depth: int) -> Value:
         func = self.value(value.func, depth)
@@ -341,10 +347,64 @@ class Resolver:
                 return param
         return param if result is None or isinstance(result, Unknown) else result
 
+    # --- modules run by the functions they are handed to ---------------------------------------
+
+    def runs_handed(self, handoff: ModelHandOff, depth: int = 0) -> Optional["ModuleRun"]:
+        """Where the call of a hand-off runs the module it hands over, in the mode and with the grad it
+        has at the call: every function the call may run does (None: not known to)."""
+        found: Optional[ModuleRun] = None
+        for target in handoff.targets:
+            for method in (target, *self.overrides(target)):  # `self._forward(...)` may run a subclass's
+                facts = self.facts(method)
+                param = parameter_at(facts, handoff.call, handoff.key) if facts is not None else None
+                run = self.runs_module(method, param, depth) if param is not None else None
+                if run is None:
+                    return None
+                found = found or ModuleRun(method, run.function, run.node)
+        return found
+
+    def runs_module(self, function: str, param: str, depth: int = 0) -> Optional["ModuleRun"]:
+        """Where a call of `function` runs (calls the forward of) the module it is handed as `param`,
+        as its caller left it: in its own body, or in a function it hands it on to (bounded, memoised)."""
+        key = (function, param)
+        if key in self.runs_memo:
+            return self.runs_memo[key]
+        facts = self.facts(function)
+        if key in self.running or depth >= _MAX_DEPTH or facts is None:
+            return None
+        self.running.add(key)
+        try:
+            result = ModuleRun(function, function, facts.runs_params[param]) if param in facts.runs_params else None
+            for handoff in facts.hands_params.get(param, ()) if result is None else ():
+                result = self.runs_handed(handoff, depth + 1)
+                if result is not None:
+                    break
+        finally:
+            self.running.discard(key)
+        self.runs_memo[key] = result
+        return result
+
     def facts(self, qualname: str) -> Optional[FunctionFacts]:
         module, _ = self.model.index.split(qualname)
         owner = self.model.model_for(module.name, qualname) if module is not None else None
         return owner.functions.get(qualname) if owner is not None else None
+
+
+@dataclass(frozen=True)
+class ModuleRun:
+    """A module handed to `callee` runs: `function` (the callee or one it hands the module on to) calls it at `node`."""
+
+    callee: str
+    function: str
+    node: cst.CSTNode
+
+
+def parameter_at(facts: FunctionFacts, call: CallRecord, key: Union[int, str]) -> Optional[str]:
+    """The parameter `call` fills at `key` (a positional index or a keyword); None for `*args`, `**kwargs`."""
+    if isinstance(key, str):
+        return key if key in facts.params else None
+    positional = _positional_params(facts, call)
+    return positional[key] if key < len(positional) else None
 
 
 def _positional_params(facts: FunctionFacts, call: CallRecord) -> list[str]:

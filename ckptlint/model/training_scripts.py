@@ -3,14 +3,14 @@ spelled for them, Trainers that train them, and models called where autograd is 
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import libcst as cst
 
 from ckptlint.model.apis import HF_TRAINERS
 from ckptlint.model.model_states import HF_DISABLE_METHODS, model_key, resolved, set_state, state_of
 from ckptlint.model.scope import Scope
-from ckptlint.model.sites import ApiKind, CacheUse, GradFreeCall, ModelState
+from ckptlint.model.sites import ApiKind, CacheUse, CallRecord, GradFreeCall, ModelHandOff, ModelState
 from ckptlint.model.values import Const, Instance, ModuleObject, Param, Ref
 
 
@@ -46,6 +46,7 @@ class TrainingScriptFacts:
             key = resolved(scope, func.value)
             self.note_cache_keywords(key, node)
             self.note_grad_free_call(key, node)
+            self.note_parameter_run(key, node)
             trainer = self.evaluate(func)
             if isinstance(trainer, Ref) and trainer.qualname in HF_TRAINERS:
                 trained = self.note_trainer(node)
@@ -71,6 +72,7 @@ class TrainingScriptFacts:
         elif method == "forward":
             self.note_cache_keywords(key, node)
             self.note_grad_free_call(key, node)
+            self.note_parameter_run(key, node)
         elif method == "generate" and key in scope.checkpointed_models and scope.model_modes.get(key) is True:
             # transformers checkpoints in training whether or not grad is on, and drops the cache.
             use = CacheUse(node, "generate", key, scope.checkpointed_models[key], after_trainer=key in scope.trained_models)
@@ -85,9 +87,40 @@ class TrainingScriptFacts:
         if model not in self.scope.trained_models:
             self.scope.cache_spellings.append((model, node, kind))
 
-    def note_grad_free_call(self, name: str, node: cst.Call) -> None:
-        """A model called where autograd is off: whether its forward still checkpoints is decided
-        once the model is complete (`grad_free.grad_free_checkpoints`)."""
+    def note_model_handoffs(self, targets: tuple[str, ...], call: CallRecord, arguments: list[tuple[Union[int, str], cst.CSTNode]]) -> None:
+        """Models (by name or `self` attribute) handed to project functions: where autograd is off, a
+        call that runs a checkpoint if those functions run the model; elsewhere, a fact of this
+        function's summary when it hands on a parameter it was given."""
+        for key, arg in arguments:
+            name = model_key(self, arg.value) if isinstance(arg, cst.Arg) else None
+            if name is None:
+                continue
+            handoff = ModelHandOff(targets, call, key)
+            if self.scope.grad_disabled() is not None:
+                self.note_grad_free_call(name, call.node, handoff)  # type: ignore[arg-type]
+            else:
+                self.note_parameter_run(name, handoff)
+
+    def note_parameter_run(self, name: str, run: Union[cst.Call, ModelHandOff]) -> None:
+        """A parameter run as a module here (`model(x)`), or handed to a project function, where
+        nothing in this function has set its mode or switched grad, nor an `if` decides whether it
+        runs: a caller's `no_grad` and the mode it hands the model over in reach it (a fact of the
+        function's summary, read by `summaries.Resolver.runs_module`)."""
+        scope = self.scope
+        facts = scope.facts
+        if facts is None or scope.kind != "function" or scope.conditional or not scope.grad_as_called() or name in scope.model_modes:
+            return
+        value = self.lookup(name)
+        if not isinstance(value, Param) or value.function != scope.qualname or value.name != name:
+            return
+        if isinstance(run, ModelHandOff):
+            facts.hands_params.setdefault(name, []).append(run)
+        else:
+            facts.runs_params.setdefault(name, run)
+
+    def note_grad_free_call(self, name: str, node: cst.Call, handoff: Optional[ModelHandOff] = None) -> None:
+        """A model called where autograd is off (or handed to a project function there): whether its
+        forward still checkpoints is decided once the model is complete (`grad_free.grad_free_checkpoints`)."""
         scope = self.scope
         context = scope.grad_disabled()
         if context is None or scope.grad_guards:
@@ -103,7 +136,7 @@ class TrainingScriptFacts:
         # parameter of `__init__`, from the constructor's callers.
         constructor = f"{scope.class_qualname}.__init__" if held and scope.class_qualname else None
         param = value.name if isinstance(value, Param) and value.function in (function, constructor) and state.training is None else None
-        call = GradFreeCall(node, name, value, context, state, value.function if param else function, param)
+        call = GradFreeCall(node, name, value, context, state, value.function if param else function, param, handoff)
         self.grad_free_calls.append(call)
         if held:
             self.held.relies(self, name, call, from_callers=param is not None)
