@@ -268,3 +268,25 @@ def test_the_message_names_the_function_that_runs_the_model():
     assert "`logits(...)` runs inside torch.no_grad() while `model` is in train mode" in finding.message
     assert "`example.logits` runs it (`model(x)`)" in finding.message
     assert "`checkpoint(...)` in `Stack.forward`" in finding.message
+
+
+@pytest.mark.parametrize(
+    "helper",
+    [
+        # The function may switch the mode before the call: the caller's mode no longer holds.
+        "def logits(model, x, evaluating=True):\n    if evaluating:\n        model.eval()\n    return model(x)\n",
+        "def logits(model, x, mode=False):\n    model.train(mode)\n    return model(x)\n",
+        "def prepare(model):\n    model.eval()\n\n\ndef logits(model, x):\n    prepare(model)\n    return model(x)\n",
+    ],
+)
+def test_a_mode_the_function_may_have_switched_is_not_the_callers(helper):
+    handed = f"{helper}\n\nmodel = Stack()\nwith torch.no_grad():\n    out = logits(model, torch.ones(2, 8))\n"
+    direct = helper.replace("    return model(x)\n", "    with torch.no_grad():\n        return model(x)\n") + "\n\nlogits(Stack(), torch.ones(2, 8))\n"
+    assert grad_free(handed) == set()
+    assert grad_free(direct) == set()
+
+
+def test_two_models_handed_to_one_call_make_one_finding():
+    body = "def gap(a, b, x):\n    return a(x) - b(x)\n\n\npolicy = Stack()\nreference = Stack()\nwith torch.no_grad():\n    out = gap(policy, reference, torch.ones(2, 8))\n"
+    assert grad_free(body) == {(8, "CKPT008")}
+    assert len(lint_text(STACK.format(gate=TRAINING_GATE) + body).findings) == 1

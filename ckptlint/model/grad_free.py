@@ -37,12 +37,12 @@ class GradFreeCheckpoint:
 
 def grad_free_checkpoints(model: "FileModel", resolver: "Resolver") -> list[GradFreeCheckpoint]:
     """The grad-free model calls of `model` that run a checkpoint (one verdict per call)."""
-    found = []
+    found: dict[int, GradFreeCheckpoint] = {}
     for call in model.grad_free_calls:
-        verdict = next(_verdicts(model, resolver, call), None)
-        if verdict is not None:
-            found.append(verdict)
-    return found
+        verdict = next(_verdicts(model, resolver, call), None) if id(call.node) not in found else None
+        if verdict is not None:  # one per call, also when it hands over two models
+            found[id(call.node)] = verdict
+    return list(found.values())
 
 
 def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> Iterator[GradFreeCheckpoint]:

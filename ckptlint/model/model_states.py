@@ -171,6 +171,8 @@ def set_state(builder: "ModelBuilder", name: str, state: ModelState) -> None:
     scope = builder.scope
     key = resolved(scope, name)
     builder.held.note_mode(builder, key, state.training)
+    if state.training is not None:
+        scope.modes_touched.add(key)
     # Under an `if`, a mode that differs from the one before may or may not hold after it.
     if state.training is None or (scope.conditional and scope.model_modes.get(key) != state.training):
         scope.model_modes.pop(key, None)
@@ -191,4 +193,5 @@ def forget_modes(builder: "ModelBuilder", node: cst.Call, callee: Value) -> None
         key = model_key(builder, arg.value) if isinstance(arg.value, (cst.Name, cst.Attribute)) else None
         if key is not None:
             builder.scope.model_modes.pop(key, None)
+            builder.scope.modes_touched.add(key)
             builder.held.note_handed(builder, key)

@@ -45,6 +45,9 @@ class Scope:
     # (True: training), cache spellings seen.
     checkpointed_models: dict[str, cst.CSTNode] = field(default_factory=dict)
     model_modes: dict[str, bool] = field(default_factory=dict)
+    # Keys whose mode code here may have changed (set, even under an `if`, or handed to other code):
+    # a parameter not among them is in the mode its caller handed it over in.
+    modes_touched: set[str] = field(default_factory=set)
     # Keys bound to the same module as another key (`m = model`, `accelerator.unwrap_model(self.policy)`):
     # key -> (the key its facts are recorded under, whether it is a distributed wrapper of that module).
     model_aliases: dict[str, tuple[str, bool]] = field(default_factory=dict)

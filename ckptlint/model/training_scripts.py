@@ -68,6 +68,7 @@ class TrainingScriptFacts:
                 self.note_grad_free_call(called, node)
             return
         if method in ("train", "eval"):
+            scope.modes_touched.add(key)  # also `.train(flag)` with a flag not known here
             set_state(self, key, state_of(self, node))
         elif method == "forward":
             self.note_cache_keywords(key, node)
@@ -108,7 +109,7 @@ class TrainingScriptFacts:
         function's summary, read by `summaries.Resolver.runs_module`)."""
         scope = self.scope
         facts = scope.facts
-        if facts is None or scope.kind != "function" or scope.conditional or not scope.grad_as_called() or name in scope.model_modes:
+        if facts is None or scope.kind != "function" or scope.conditional or not scope.grad_as_called() or name in scope.modes_touched:
             return
         value = self.lookup(name)
         if not isinstance(value, Param) or value.function != scope.qualname or value.name != name:
@@ -135,7 +136,8 @@ class TrainingScriptFacts:
         # A parameter, or a deep copy of one: its mode comes from the callers; an attribute set from a
         # parameter of `__init__`, from the constructor's callers.
         constructor = f"{scope.class_qualname}.__init__" if held and scope.class_qualname else None
-        param = value.name if isinstance(value, Param) and value.function in (function, constructor) and state.training is None else None
+        untouched = state.training is None and name not in scope.modes_touched
+        param = value.name if isinstance(value, Param) and value.function in (function, constructor) and untouched else None
         call = GradFreeCall(node, name, value, context, state, value.function if param else function, param, handoff)
         self.grad_free_calls.append(call)
         if held:
