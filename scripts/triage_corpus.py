@@ -74,10 +74,16 @@ the analysis, not a verdict:
 - `trl-1.16.0/trl/experimental/online_dpo/online_dpo_trainer.py` (CKPT008): with a PEFT model and no
   reference model, the reference log-probs come from `self._forward(self.model, ...)` under
   `torch.no_grad()` with the adapters disabled, while the model trains with checkpointing on
-  (`OnlineDPOConfig` defaults `gradient_checkpointing` to True). Following it needs the Trainer's
-  own fact that `self.model` is in train mode during `training_step`, and `no_grad` carried into
-  the callee. (Its `unwrapped_model.generate(...)` is correct: `unwrap_model_for_generation` turns
-  checkpointing off around it.)"""
+  (`OnlineDPOConfig` defaults `gradient_checkpointing` to True). `no_grad` is now carried into
+  `self._forward`, which runs the model it is handed; what is still not known there is the state
+  of `self.model`: `training_step` calls `model.train()` on its `model` argument (the wrapper of
+  `self.model` that transformers' training loop hands over), but hands it to `self._generate(...)`
+  (into `unwrap_model_for_generation`, `FSDP.summon_full_params`) and `self._forward(...)` before the
+  `no_grad` block, whose effect on the mode is not followed, and checkpointing is on only if the
+  `args` a caller passes leave `gradient_checkpointing` at its default. (`compute_loss` is no such
+  fact: transformers 5.23 also calls it from `prediction_step`, after `model.eval()`.) (Its
+  `unwrapped_model.generate(...)` is correct: `unwrap_model_for_generation` turns checkpointing off
+  around it.)"""
 
 
 def load_bench():
