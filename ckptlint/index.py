@@ -1813,15 +1813,28 @@ class ProjectIndex:
             self._wrapped = {}
             for module in sorted(self.modules.values(), key=lambda m: m.path):
                 for wrap in module.activation_wraps:
-                    if wrap.owner:
-                        binding = self.attribute(self.canonical(wrap.owner), wrap.attr)
-                        classes = binding.constructors if binding is not None else ()
+                    owners = self.handed_to(f"{module.name}.{wrap.function}", wrap.param, wrap.position) if wrap.param else [wrap.owner] if wrap.owner else []
+                    if owners:
+                        bindings = [self.attribute(self.canonical(owner), wrap.attr) for owner in owners]
+                        classes = tuple(c for binding in bindings if binding is not None for c in binding.constructors)
                     else:
                         classes = wrap.classes
                     for cls in dict.fromkeys(self.canonical(c) for c in classes):
                         if self.class_(cls) is not None:
                             self._wrapped.setdefault(cls, []).append((module.path, wrap))
         return self._wrapped.get(class_qualname, [])
+
+    def handed_to(self, function: str, param: str, position: int) -> list[str]:
+        """The classes of the models the project builds and hands to `function` as `param` (at
+        `position`, -1 for keyword-only): `model = GPT(config); setup(model)`, read from the steps
+        recorded on each object a function or script builds."""
+        slots = (param, str(position)) if position >= 0 else (param,)
+        classes: dict[str, None] = {}
+        for summary in self.modules.values():
+            for key, steps in summary.instance_freezes.items():
+                if any(step.callee and not step.member and step.slot in slots and self.canonical(step.callee) == function for step in steps):
+                    classes[self.canonical(key.split("|", 1)[1])] = None
+        return list(classes)
 
     def caller_blocks(self, target: str) -> Optional[list[tuple[ModuleSummary, Optional[str]]]]:
         """Top-level statements that may call `target` (a function, or a method of a class), as

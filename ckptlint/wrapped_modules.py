@@ -21,19 +21,25 @@ TORCH_CHECKPOINT = "torch.utils.checkpoint.checkpoint"
 
 _PARTIAL = "functools.partial"
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+_SEQUENCES = ("tuple", "set", "frozenset", "list")
 Qualify = Callable[[ast.AST], Optional[str]]
 
 
 @dataclass
 class ActivationWrap:
     """Modules wrapped with checkpointing at `line`: the classes named, or the elements of `attr` of
-    an instance of `owner` (resolved against the project's classes by the index)."""
+    an instance of `owner`, or of the model a top-level function receives as its parameter `param`
+    (`def setup(model): ... for b in model.blocks`; the index learns its class from the callers
+    that hand it a model they build); resolved against the project's classes by the index."""
 
     line: int
     how: str  # "checkpoint_wrapper" | "apply_activation_checkpointing"
     classes: tuple[str, ...] = ()
     owner: str = ""
     attr: str = ""
+    function: str = ""  # with `param`: the module's top-level function whose parameter holds the model
+    param: str = ""
+    position: int = -1  # the parameter's position (-1: keyword-only)
     reentrant: Optional[bool] = None  # None: the wrapper's mode is not known
     preserve_rng_state: Optional[bool] = True
     impl: str = ""  # how the mode is spelled, for messages
@@ -41,6 +47,8 @@ class ActivationWrap:
     packs_keywords: bool = False
 
     def describe(self) -> str:
+        if self.param:
+            return f"the elements of `{self.param}.{self.attr}` in `{self.function}`"
         if self.owner:
             return f"the elements of `{self.owner.rsplit('.', 1)[-1]}.{self.attr}`"
         return ", ".join(f"`{c.rsplit('.', 1)[-1]}`" for c in self.classes)
@@ -48,7 +56,8 @@ class ActivationWrap:
 
 def activation_wraps(tree: ast.Module, qualify: Qualify, module: str) -> list[ActivationWrap]:
     """Every wrap in the module's functions, methods and module-level code."""
-    module_names = {t.id: stmt.value for stmt in tree.body if isinstance(stmt, ast.Assign) for t in stmt.targets if isinstance(t, ast.Name)}
+    module_names: dict[str, ast.AST] = {t.id: stmt.value for stmt in tree.body if isinstance(stmt, ast.Assign) for t in stmt.targets if isinstance(t, ast.Name)}
+    module_names.update((stmt.name, stmt) for stmt in tree.body if isinstance(stmt, ast.FunctionDef))  # check_fn defs
     found: list[ActivationWrap] = []
     for stmt in tree.body:
         if isinstance(stmt, ast.ClassDef):
@@ -56,7 +65,7 @@ def activation_wraps(tree: ast.Module, qualify: Qualify, module: str) -> list[Ac
                 if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     _Finder(qualify, module_names, f"{module}.{stmt.name}", found).visit_body(member.body)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            _Finder(qualify, module_names, "", found).visit_body(stmt.body)
+            _Finder(qualify, module_names, "", found, stmt).visit_body(stmt.body)
         else:
             _Finder(qualify, module_names, "", found).visit(stmt)
     return found
@@ -66,14 +75,27 @@ class _Finder(ast.NodeVisitor):
     """One function body in source order: names bound so far (the last binding wins) and the
     sequences loop and comprehension targets walk."""
 
-    def __init__(self, qualify: Qualify, module_names: dict[str, ast.AST], owner: str, found: list[ActivationWrap]) -> None:
+    def __init__(
+        self, qualify: Qualify, module_names: dict[str, ast.AST], owner: str, found: list[ActivationWrap], function: Optional[ast.AST] = None
+    ) -> None:
         self.qualify, self.module_names, self.owner, self.found = qualify, module_names, owner, found
         self.names: dict[str, ast.AST] = {}
+        # In a top-level function: its name and parameters by position (a model it is handed, until rebound).
+        self.function = function.name if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) else ""
+        arguments = function.args if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        self.positional = [a.arg for a in (*arguments.posonlyargs, *arguments.args)] if arguments else []
+        self.params = frozenset([*self.positional, *(a.arg for a in arguments.kwonlyargs)]) if arguments else frozenset()
         self.elements: dict[str, ast.AST] = {}  # loop target -> the sequence it walks
 
     def visit_body(self, body: list[ast.stmt]) -> None:
         for stmt in body:
             self.visit(stmt)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        """A nested `def` binds its name (a `check_fn`); its body is read like the enclosing one's."""
+        self.names[node.name] = node
+        self.elements.pop(node.name, None)
+        self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
@@ -157,6 +179,10 @@ class _Finder(ast.NodeVisitor):
         holder = sequence.value
         if isinstance(holder, ast.Name) and holder.id == "self" and self.owner:
             owner: Optional[str] = self.owner
+        elif isinstance(holder, ast.Name) and holder.id in self.params and holder.id not in self.names and holder.id not in self.elements:
+            position = self.positional.index(holder.id) if holder.id in self.positional else -1
+            self.found.append(ActivationWrap(node.lineno, how, (), attr=sequence.attr, function=self.function, param=holder.id, position=position, **mode))
+            return
         else:
             owner = self.constructor(holder)
         if owner is not None:
@@ -188,24 +214,47 @@ class _Finder(ast.NodeVisitor):
         return ()
 
     def check_classes(self, check: ast.AST) -> tuple[str, ...]:
-        """`lambda m: isinstance(m, Block)` (a class or a tuple of them; `or` of such tests)."""
-        if not isinstance(check, ast.Lambda) or len(check.args.args) != 1:
-            return ()
-        return self.isinstance_classes(check.body, check.args.args[0].arg)
+        """The classes a `check_fn` selects: `lambda m: isinstance(m, Block)`, a `def` whose body is
+        one `return` of such a test (module-level or nested), or a `functools.partial` of one whose
+        bound arguments name the classes (`partial(is_layer, classes=(Block,))`)."""
+        bound: dict[str, ast.AST] = {}
+        if isinstance(check, ast.Call) and self.qualify(check.func) == _PARTIAL and check.args and not _spreads(check.keywords):
+            function = self.resolve(check.args[0])
+            if not isinstance(function, ast.FunctionDef) or any(isinstance(a, ast.Starred) for a in check.args):
+                return ()
+            params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+            bound = {**dict(zip(params, check.args[1:])), **_keywords(check.keywords)}
+            check = function
+        tested = _selection_test(check, bound)
+        return self.selected_classes(tested[0], tested[1], bound) if tested is not None else ()
 
-    def isinstance_classes(self, test: ast.AST, param: str) -> tuple[str, ...]:
-        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
-            parts = [self.isinstance_classes(value, param) for value in test.values]
-            return () if not all(parts) else tuple(dict.fromkeys(c for part in parts for c in part))
+    def selected_classes(self, test: ast.AST, param: str, bound: dict[str, ast.AST]) -> tuple[str, ...]:
+        """The classes a test of the module `param` accepts: `isinstance(m, Block)` (a class or a
+        tuple of them), `type(m) in {A, B}`, `type(m) is A`; an `or` of such tests accepts the union,
+        an `and` with one of them at most its classes. Anything else: none known."""
+        if isinstance(test, ast.BoolOp):
+            parts = [self.selected_classes(value, param, bound) for value in test.values]
+            if isinstance(test.op, ast.Or):
+                return () if not all(parts) else tuple(dict.fromkeys(c for part in parts for c in part))
+            known = [set(part) for part in parts if part]
+            return tuple(c for c in dict.fromkeys(c for part in parts for c in part) if all(c in k for k in known))
+        if isinstance(test, ast.Call) and _builtin(test.func, "isinstance") and len(test.args) == 2 and _is_name(test.args[0], param):
+            return self.classes_named(bound.get(_name(test.args[1]), test.args[1]))
         if (
-            isinstance(test, ast.Call) and _builtin(test.func, "isinstance") and len(test.args) == 2
-            and isinstance(test.args[0], ast.Name) and test.args[0].id == param
+            isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Call) and _builtin(test.left.func, "type")
+            and len(test.left.args) == 1 and _is_name(test.left.args[0], param)
         ):  # fmt: skip
-            return self.classes_named(test.args[1])
+            classes = bound.get(_name(test.comparators[0]), test.comparators[0])
+            if isinstance(test.ops[0], ast.In):
+                return self.classes_named(classes)
+            if isinstance(test.ops[0], (ast.Is, ast.Eq)) and isinstance(self.resolve(classes), (ast.Name, ast.Attribute)):
+                return self.classes_named(classes)
         return ()
 
     def classes_named(self, node: ast.AST) -> tuple[str, ...]:
         node = self.resolve(node)
+        if isinstance(node, ast.Call) and any(_builtin(node.func, b) for b in _SEQUENCES) and len(node.args) == 1 and not node.keywords:
+            return self.classes_named(node.args[0])  # `tuple(layer_classes)`
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             parts = [self.classes_named(e) for e in node.elts]
             return () if not parts or not all(parts) else tuple(dict.fromkeys(c for part in parts for c in part))
@@ -230,6 +279,30 @@ class _Finder(ast.NodeVisitor):
 
 def _builtin(func: ast.AST, name: str) -> bool:
     return isinstance(func, ast.Name) and func.id == name
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _name(node: ast.AST) -> str:
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _selection_test(check: ast.AST, bound: dict[str, ast.AST]) -> Optional[tuple[ast.expr, str]]:
+    """(the test, the name of the module it is handed) of a `check_fn`: a one-parameter lambda, or a
+    `def` whose body (after a docstring) is a single `return`, its module the first parameter the
+    partial leaves unbound."""
+    if isinstance(check, ast.Lambda):
+        params = [a.arg for a in check.args.args]
+        return (check.body, params[0]) if len(params) == 1 else None
+    if not isinstance(check, ast.FunctionDef):
+        return None
+    body = check.body[1:] if check.body and isinstance(check.body[0], ast.Expr) and isinstance(check.body[0].value, ast.Constant) else check.body
+    free = [a.arg for a in (*check.args.posonlyargs, *check.args.args) if a.arg not in bound]
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None or not free:
+        return None
+    return body[0].value, free[0]
 
 
 def _keywords(keywords: list[ast.keyword]) -> dict[str, ast.expr]:

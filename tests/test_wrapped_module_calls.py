@@ -60,6 +60,29 @@ REENTRANT_WRAPS = {
     "check_fn": "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=lambda m: isinstance(m, Block))",
     "check_fn tuple": "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=lambda m: isinstance(m, (Block, nn.LSTM)))",
     "check_fn or": "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=lambda m: isinstance(m, nn.LSTM) or isinstance(m, Block))",
+    "check_fn nested def": "def check_fn(m):\n    return isinstance(m, Block)\napply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=check_fn)",
+    "check_fn def, type in a set": (
+        'def check_fn(m):\n    """Blocks only."""\n    return type(m) in {Block, nn.LSTM}\n'
+        "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=check_fn)"
+    ),
+    "check_fn def, isinstance and more": (
+        "def check_fn(submodule):\n    return isinstance(submodule, Block) and submodule.fc.in_features > 2\n"
+        "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=check_fn)"
+    ),
+    "check_fn partial, positional classes": (
+        "def check_fn(layer_classes, m):\n    return isinstance(m, layer_classes)\n"
+        "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=functools.partial(check_fn, (Block,)))"
+    ),
+    "check_fn partial, keyword classes": (
+        "def check_fn(m, classes=()):\n    return isinstance(m, classes)\n"
+        "selector = functools.partial(check_fn, classes=(Block,))\n"
+        "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=selector)"
+    ),
+    "check_fn type is": "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=lambda m: type(m) is Block)",
+    "check_fn tuple of a set": (
+        "blocks = {Block}\n"
+        "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=lambda m: isinstance(m, tuple(blocks)))"
+    ),
     "local partial, policy": (
         "wrapper = functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.REENTRANT)\n"
         "apply_activation_checkpointing(model, checkpoint_wrapper_fn=wrapper, auto_wrap_policy=ModuleWrapPolicy({Block}))"
@@ -86,6 +109,22 @@ NOT_REENTRANT_OR_UNKNOWN = {
     ),
     "classes the check_fn cannot tell": "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=should_wrap)",
     "every submodule": "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant)",
+    "check_fn def of two statements": (
+        "def check_fn(m):\n    wrap = isinstance(m, Block)\n    return wrap\n"
+        "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=check_fn)"
+    ),
+    "check_fn def that negates": (
+        "def check_fn(m):\n    return not isinstance(m, nn.Linear)\n"
+        "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=check_fn)"
+    ),
+    "check_fn def testing another object": (
+        "def check_fn(m):\n    return isinstance(model, Block)\n"
+        "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=check_fn)"
+    ),
+    "check_fn partial binding the module": (
+        "def check_fn(m, classes=()):\n    return isinstance(m, classes)\n"
+        "apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=functools.partial(check_fn, model, (Block,)))"
+    ),
 }
 
 
@@ -111,6 +150,20 @@ def test_non_reentrant_or_unknown_wrappers_report_nothing_at_the_call(wrap):
     report = lint_text(source)
     assert report.errors == []
     assert [f for f in report.findings if f.line == line] == []
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["defined before", "defined after"])
+def test_a_module_level_check_fn_def_selects_its_classes(after):
+    check = "\n\ndef is_block(module):\n    return isinstance(module, Block)\n"
+    source, line = net_with("apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=is_block)")
+    if after:
+        source += check
+    else:
+        source = source.replace("\n\nclass Net(", check + "\n\nclass Net(", 1)
+        line += check.count("\n")
+    report = lint_text(source)
+    assert report.errors == []
+    assert [(f.line, f.code) for f in report.findings if f.code == "CKPT001"] == [(line, "CKPT001")]
 
 
 def test_a_block_wrapped_in_init_is_a_site_where_it_is_called():
@@ -234,3 +287,53 @@ def test_keywords_reach_a_reentrant_checkpoint_fn_unless_the_impl_packs_them():
     assert [f for f in lint_text(packed.replace("x = block(x)  # the call", call)).findings if f.line == line] == []
     unknown, _ = net_with("model.blocks = nn.ModuleList([checkpoint_wrapper(b, checkpoint_fn=checkpoint) for b in model.blocks])")
     assert [f for f in lint_text(unknown.replace("x = block(x)  # the call", call)).findings if f.line == line] == []
+
+
+SETUP = """\
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
+
+
+def setup_model(model, cfg=None):
+{wrap}
+    return model
+"""
+
+HANDED_WRAPS = {
+    "indexed loop": "for i, block in enumerate(model.blocks):\n    model.blocks[i] = checkpoint_wrapper(block, CheckpointImpl.REENTRANT)",
+    "comprehension": "model.blocks = nn.ModuleList([checkpoint_wrapper(b, CheckpointImpl.REENTRANT) for b in model.blocks])",
+    "one element": "model.blocks[0] = checkpoint_wrapper(model.blocks[0], CheckpointImpl.REENTRANT)",
+}
+CALLERS = {
+    "built then handed": "model = Net()\nsetup_model(model, None)",
+    "handed by keyword, result rebound": "model = Net().train()\nsetup_model(cfg=None, model=model)\nmodel = setup_model(model)",
+    "in a function": "def main():\n    model = Net()\n    setup_model(model)\n    return model",
+}
+
+
+@pytest.mark.parametrize("caller", CALLERS.values(), ids=CALLERS.keys())
+@pytest.mark.parametrize("wrap", HANDED_WRAPS.values(), ids=HANDED_WRAPS.keys())
+def test_blocks_of_a_model_handed_to_a_setup_function_are_sites(project, wrap, caller):
+    """The model parameter's class comes from the callers that build it and hand it over."""
+    setup = "from torch import nn\n" + SETUP.format(wrap=textwrap.indent(wrap, "    "))
+    train = "from pkg.model import Net\nfrom pkg.setup import setup_model\n\n" + caller + "\n"
+    project({"pkg/__init__.py": "", "pkg/model.py": MODEL, "pkg/setup.py": setup, "train.py": train})
+    report = check()
+    assert findings(report) == [("pkg/model.py", 20, "CKPT001")]
+    assert "`model.blocks` in `setup_model`" in report["findings"][0]["message"]
+
+
+@pytest.mark.parametrize(
+    "caller",
+    [
+        "setup_model(load_model())",  # a model the analysis cannot follow
+        "model = Net()\nsetup_model(None, model)",  # handed as another parameter
+        "model = Net()\nsetup_model(model.blocks)",  # a part of it
+        "",  # never called
+    ],
+    ids=["unknown model", "another parameter", "a submodule", "no caller"],
+)
+def test_a_setup_function_without_a_known_model_makes_no_site(project, caller):
+    setup = "from torch import nn\n" + SETUP.format(wrap=textwrap.indent(HANDED_WRAPS["indexed loop"], "    "))
+    train = "from pkg.model import Net\nfrom pkg.setup import setup_model\nfrom pkg.io import load_model\n\n" + caller + "\n"
+    project({"pkg/__init__.py": "", "pkg/io.py": "def load_model():\n    pass\n", "pkg/model.py": MODEL, "pkg/setup.py": setup, "train.py": train})
+    assert findings(check()) == []

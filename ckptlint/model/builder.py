@@ -120,6 +120,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         self.trainer_models: dict[int, str] = {}
         self.calls: dict[str, list[CallRecord]] = {}
         self.wrapper_calls: list[WrapperCall] = []
+        # This file's top-level `def`s by qualified name, for reading a `check_fn` defined anywhere in it.
+        self.module_functions: dict[str, cst.FunctionDef] = {}
         # Bindings that comprehensions shadow, restored when each one ends.
         self.comprehensions: list[dict[str, Optional[Value]]] = []
         self.top_level = frozenset(c.qualname for c in summary.classes.values() if index.is_top_level_model(c.qualname))
@@ -809,6 +811,7 @@ def build_file_model(
 ) -> FileModel:
     builder = ModelBuilder(summary, index, versions, settings)
     _bind_module_constants(builder, tree)
+    builder.module_functions = {f"{summary.name}.{s.name.value}": s for s in tree.body if isinstance(s, cst.FunctionDef)}
     builder.walk(tree)
     return FileModel(
         path, summary.name, tree, builder.sites, versions, index, settings,

@@ -42,6 +42,17 @@ from ckptlint.model.values import (
 from ckptlint.versions import torch_default_reentrant, transformers_default_reentrant
 
 
+_SEQUENCES = tuple(Ref(f"builtins.{name}") for name in ("tuple", "set", "frozenset", "list"))
+
+
+def _is_name(node: cst.BaseExpression, name: str) -> bool:
+    return isinstance(node, cst.Name) and node.value == name
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+
+
 class SiteConstruction:
     """Mixed into ModelBuilder: evaluates with its scopes and index."""
 
@@ -153,8 +164,8 @@ class SiteConstruction:
             classes = self.policy_classes(arguments.keywords["auto_wrap_policy"][0])
             how = "auto_wrap_policy"
         elif "check_fn" in arguments.keywords:
-            check = arguments.keywords["check_fn"][0]
-            classes = self.isinstance_classes(check.node.body, check.node.params.params[0].name.value) if isinstance(check, Lambda) and len(check.node.params.params) == 1 else None
+            tested = self.selection_test(arguments.keywords["check_fn"][0])
+            classes = self.selected_classes(*tested) if tested is not None else None
             how = "check_fn"
         else:
             return self.evaluate(model.value) if model is not None else None
@@ -173,17 +184,75 @@ class SiteConstruction:
             return self.module_classes(layers) if layers is not None else None
         return None
 
-    def isinstance_classes(self, test: cst.BaseExpression, param: str) -> Optional[tuple[str, ...]]:
-        """`isinstance(m, Block)`, `isinstance(m, (A, B))`, or `or` of them: the classes it accepts."""
-        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
-            left, right = self.isinstance_classes(test.left, param), self.isinstance_classes(test.right, param)
-            return None if left is None or right is None else tuple(dict.fromkeys(left + right))
+    def selection_test(self, check: Value) -> Optional[tuple[cst.BaseExpression, str, dict[str, Value]]]:
+        """(test, module parameter, arguments a partial binds) of a `check_fn`: a one-parameter
+        lambda, or a `def` (nested, or module-level in this file) whose body after a docstring is a
+        single `return`, possibly through `functools.partial(is_layer, classes=(Block,))`."""
+        bound: dict[str, Value] = {}
+        if isinstance(check, Partial):
+            function = self.definition(check.func)
+            if function is None or any(a.star for a in check.args) or check.spread is not None:
+                return None
+            params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+            bound = {**dict(zip(params, check.arg_values)), **check.keywords}
+            check = LocalFunction("", function)
+        if isinstance(check, Lambda):
+            params = check.node.params.params
+            return (check.node.body, params[0].name.value, {}) if len(params) == 1 else None
+        function = self.definition(check)
+        if function is None or not isinstance(function.body, cst.IndentedBlock):
+            return None
+        body = list(function.body.body)
+        if body and _is_docstring(body[0]):
+            body = body[1:]
+        free = [p.name.value for p in (*function.params.posonly_params, *function.params.params) if p.name.value not in bound]
+        returned = body[0].body[0] if len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine) and len(body[0].body) == 1 else None
+        if not isinstance(returned, cst.Return) or returned.value is None or not free:
+            return None
+        return returned.value, free[0], bound
+
+    def definition(self, function: Value) -> Optional[cst.FunctionDef]:
+        """The `def` of a nested function, or of a function defined at this file's top level."""
+        if isinstance(function, LocalFunction):
+            return function.node
+        if isinstance(function, Ref):
+            return self.module_functions.get(function.qualname)
+        return None
+
+    def selected_classes(self, test: cst.BaseExpression, param: str, bound: dict[str, Value]) -> Optional[tuple[str, ...]]:
+        """The classes a test of the module `param` accepts: `isinstance(m, Block)` (a class or a
+        tuple of them), `type(m) in {A, B}`, `type(m) is A`; an `or` of such tests accepts the union,
+        an `and` with one of them at most its classes (wrapped_modules.py reads the same in the index)."""
+        if isinstance(test, cst.BooleanOperation):
+            left, right = self.selected_classes(test.left, param, bound), self.selected_classes(test.right, param, bound)
+            if isinstance(test.operator, cst.Or):
+                return None if left is None or right is None else tuple(dict.fromkeys(left + right))
+            if left is None or right is None:
+                return left if right is None else right
+            return tuple(c for c in left if c in right)
         if (
             isinstance(test, cst.Call) and self.evaluate(test.func) == Ref("builtins.isinstance") and len(test.args) == 2
-            and isinstance(test.args[0].value, cst.Name) and test.args[0].value.value == param
+            and _is_name(test.args[0].value, param)
         ):  # fmt: skip
-            return self.module_classes(self.evaluate(test.args[1].value))
+            return self.module_classes(self.named(test.args[1].value, bound))
+        if (
+            isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Call)
+            and self.evaluate(test.left.func) == Ref("builtins.type") and len(test.left.args) == 1 and _is_name(test.left.args[0].value, param)
+        ):  # fmt: skip
+            target = test.comparisons[0]
+            value = self.named(target.comparator, bound)
+            if isinstance(target.operator, cst.In) or isinstance(target.operator, (cst.Is, cst.Equal)) and isinstance(value, Ref):
+                return self.module_classes(value)
         return None
+
+    def named(self, node: cst.BaseExpression, bound: dict[str, Value]) -> Value:
+        """What names the classes: a partial's bound argument, `tuple(layer_classes)`, or the value."""
+        if isinstance(node, cst.Name) and node.value in bound:
+            return bound[node.value]
+        if isinstance(node, cst.Call) and len(node.args) == 1 and not node.args[0].keyword and not node.args[0].star:
+            if self.evaluate(node.func) in _SEQUENCES:
+                return self.named(node.args[0].value, bound)
+        return self.evaluate(node)
 
     def module_classes(self, value: Value) -> Optional[tuple[str, ...]]:
         """Module classes named by a class, or a tuple, list or set of them."""
