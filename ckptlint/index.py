@@ -53,7 +53,8 @@ class AttrBinding:
     param: Optional[str] = None  # assigned straight from this `__init__` parameter (a held module)
     # The arguments of the one construction the attribute holds (`nn.Dropout(dropout)`, or each
     # element of `ModuleList([Block(dim, 0.0) for _ in ...])`), by keyword or "#<position>":
-    # ["const", literal], ["param", name of an `__init__` parameter passed on] or ["?"]. None: no
+    # ["const", literal], ["param", name of an `__init__` parameter passed on], ["attr", parameter,
+    # attribute] for an attribute of one (`config.dropout`) or ["?"]. None: no
     # single construction, or one whose arguments are spread (`*args`, `**kwargs`).
     arguments: Optional[dict[str, list]] = None
 
@@ -1254,6 +1255,8 @@ def _call_arguments(call: ast.Call, init_params: frozenset[str]) -> Optional[dic
             return ["const", value]
         if isinstance(node, ast.Name) and node.id in init_params:
             return ["param", node.id]
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in init_params:
+            return ["attr", node.value.id, node.attr]  # `nn.Dropout(config.dropout)`
         return ["?"]
 
     arguments = {f"#{i}": described(a) for i, a in enumerate(call.args)}

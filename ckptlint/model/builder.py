@@ -433,6 +433,10 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
             if configured is not None:
                 scope.bindings[owner.value] = configured
                 return
+        if isinstance(owner, cst.Name) and isinstance(held := scope.bindings.get(owner.value), ModuleObject) and held.arguments is not None:
+            # `config.dropout = 0.1` after `config = GPTConfig(...)`: the object holds that value now.
+            known = isinstance(value, Const) and not scope.branch_depth
+            scope.bindings[owner.value] = replace(held, arguments=(*held.arguments, (f".{attr}", ("const", value.value) if known else ("?",))))
         if isinstance(value, (Const, ModuleObject)):
             return  # configuration and submodules, not tensors computed at run time
         if isinstance(owner, cst.Name) and owner.value == "self":

@@ -53,11 +53,12 @@ def loader_batch(function: str, name: str) -> Tensor:
     return Tensor(Grad.NONE, f"`{name}` of `{owner}.{method}` is the DataLoader's batch (data does not require grad)")
 
 
-def held_module(index: ProjectIndex, binding: AttrBinding, spelled: str) -> ModuleObject:
-    """The module an attribute binding holds, with the arguments it was built with."""
+def held_module(index: ProjectIndex, binding: AttrBinding, spelled: str, built_by: Optional[str] = None) -> ModuleObject:
+    """The module an attribute binding holds, with the arguments it was built with (in the `__init__`
+    of `built_by`)."""
     classes = tuple(index.canonical(c) for c in binding.constructors)
     arguments = tuple((key, tuple(described)) for key, described in binding.arguments.items()) if binding.arguments is not None else None
-    return ModuleObject(classes, spelled, binding.container, arguments)
+    return ModuleObject(classes, spelled, binding.container, arguments, built_by if arguments is not None else None)
 
 
 class Dataflow:
@@ -78,7 +79,7 @@ class Dataflow:
         if binding.is_buffer:
             return Tensor(Grad.NONE, f"`{spelled}` is a registered buffer", leaf=True)
         if binding.constructors or binding.container:
-            return held_module(self.index, binding, spelled)
+            return held_module(self.index, binding, spelled, holder.qualname)
         if binding.param is not None:
             return Param(binding.param, f"{holder.qualname}.__init__")  # what the constructor was handed
         return UNKNOWN

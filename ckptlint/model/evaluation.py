@@ -214,7 +214,7 @@ class Evaluation:
         if func.qualname == "builtins.dict" and all(arg.keyword or arg.star == "**" for arg in node.args):
             return self.dict_from_arguments(node, node.args)
         if self.index.class_(func.qualname) is not None:
-            return ModuleObject((func.qualname,), code(node.func))
+            return ModuleObject((func.qualname,), code(node.func), arguments=self.construction_arguments(node))
         if func.qualname in SPLITTING_FUNCTIONS and node.args and not node.args[0].star:
             whole = self.evaluate(node.args[0].value)
             if isinstance(whole, SYMBOLIC):
@@ -233,6 +233,19 @@ class Evaluation:
             if isinstance(returned, Instance) and returned.config is not None:
                 return returned  # `config = tiny_config()`: a transformers config built by a helper
         return Instance(func.qualname, node, built_config(self.evaluate, func.qualname, node))
+
+    def construction_arguments(self, node: cst.Call) -> Optional[tuple[tuple[str, tuple], ...]]:
+        """A project class's construction arguments, described as the index describes them
+        (ckptlint/model/construction.py): literals, anything else unknown; None with `*args`/`**kwargs`."""
+        if any(a.star for a in node.args):
+            return None
+        positional = (a for a in node.args if a.keyword is None)
+        keys = {id(a): f"#{i}" for i, a in enumerate(positional)}
+        described = []
+        for arg in node.args:
+            value = self.evaluate(arg.value)
+            described.append((arg.keyword.value if arg.keyword else keys[id(arg)], ("const", value.value) if isinstance(value, Const) else ("?",)))
+        return tuple(described)
 
     def tensor_method(self, receiver: Value, method: str, node: cst.Call) -> Optional[Value]:
         """`receiver.method(...)` for a tensor, or a value that depends on parameters (then maybe a

@@ -60,5 +60,5 @@ class FileModel:
         from ckptlint.model.regions import region_of
 
         if id(site) not in self._regions:
-            self._regions[id(site)] = region_of(self, site.function, len(site.input_values))
+            self._regions[id(site)] = region_of(self, site.function, len(site.input_values), site.built_with)
         return self._regions[id(site)]

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Optional
 
 from ckptlint.model.sites import FunctionFacts
 
+from ckptlint.model.construction import Context, passed, resolve
 from ckptlint.model.dataflow import held_module
-from ckptlint.model.values import UNKNOWN, Const, Lambda, LocalFunction, ModuleObject, Partial, Ref, Value
+from ckptlint.model.values import Const, Lambda, LocalFunction, ModuleObject, Partial, Ref, Value
 from ckptlint.model.torch_knowledge import DROPOUT_MODULE_P, DROPOUT_MODULES
 
 if TYPE_CHECKING:
@@ -39,12 +40,13 @@ class Region:
     complete: bool = True
 
 
-def region_of(model: "FileModel", function: Optional[Value], inputs: int = 0) -> Region:
+def region_of(model: "FileModel", function: Optional[Value], inputs: int = 0, built_with: Optional[Context] = None) -> Region:
+    """`built_with`: what the `__init__` that built the checkpointed module received, when known."""
     region = Region()
     entry = _entry_binding(function, inputs)
     seen: set = set()
     # Each function runs for a module instance whose `__init__` arguments may be known (a context).
-    work: list[tuple["FileModel", Optional[Value], Optional[Context]]] = [(model, function, None)]
+    work: list[tuple["FileModel", Optional[Value], Optional[Context]]] = [(model, function, built_with)]
     while work and len(region.parts) < _MAX_FUNCTIONS:
         current, value, context = work.pop()
         if isinstance(value, Partial):
@@ -62,13 +64,13 @@ def region_of(model: "FileModel", function: Optional[Value], inputs: int = 0) ->
                 else:
                     _add(region, work, located[0], located[1], None, entry, context)
         elif isinstance(value, ModuleObject):
-            arguments = _arguments(value.arguments, context)
+            arguments = dict(value.arguments) if value.arguments is not None else None
             for cls in value.classes:
                 if cls in DROPOUT_MODULES:
-                    if _draws(cls, arguments):
+                    if _draws(cls, arguments, context):
                         region.dropout_modules.append(cls)
                     continue
-                inner = _init_context(current, cls, arguments)
+                inner = passed(current.index, cls, arguments, context) if arguments is not None else None
                 key = (cls, tuple(sorted(inner.items())) if inner is not None else None)
                 if key in seen:
                     continue
@@ -89,46 +91,13 @@ def region_of(model: "FileModel", function: Optional[Value], inputs: int = 0) ->
     return region
 
 
-# The known `__init__` arguments of a module instance, by parameter name (None: built where the analysis cannot see).
-Context = dict[str, Const]
-
-
-def _arguments(arguments: Optional[tuple[tuple[str, tuple], ...]], context: Optional[Context]) -> Optional[dict[str, Value]]:
-    """A construction's arguments, with the enclosing `__init__`'s parameters it passes on looked up in `context`."""
-    if arguments is None:
-        return None
-    resolved: dict[str, Value] = {}
-    for key, described in arguments:
-        if described[0] == "const":
-            resolved[key] = Const(described[1])
-        elif described[0] == "param" and context is not None and described[1] in context:
-            resolved[key] = context[described[1]]
-        else:
-            resolved[key] = UNKNOWN
-    return resolved
-
-
-def _init_context(model: "FileModel", cls: str, arguments: Optional[dict[str, Value]]) -> Optional[Context]:
-    """What `cls.__init__`'s parameters hold for a construction with these arguments (defaults filled in)."""
-    holder = model.index.init_signature(cls) if arguments is not None else None
-    if holder is None:
-        return None
-    context: Context = {}
-    for position, name in enumerate(holder.init_params or ()):
-        value = arguments.get(name, arguments.get(f"#{position}"))
-        if value is None and name in holder.init_defaults:
-            value = Const(holder.init_defaults[name])
-        if isinstance(value, Const):
-            context[name] = value
-    return context
-
-
-def _draws(cls: str, arguments: Optional[dict[str, Value]]) -> bool:
+def _draws(cls: str, arguments: Optional[dict[str, tuple]], context: Optional[Context]) -> bool:
     """Whether a dropout module built with these arguments draws random numbers: all but a visible p=0."""
     if arguments is None or cls not in DROPOUT_MODULE_P:
         return True
     name, default = DROPOUT_MODULE_P[cls]
-    p = arguments.get(name, arguments.get("#0", Const(default)))
+    described = arguments.get(name, arguments.get("#0"))
+    p = Const(default) if described is None else resolve(described, context)
     return not (isinstance(p, Const) and isinstance(p.value, (int, float)) and not isinstance(p.value, bool) and p.value == 0)
 
 

@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Union
 
-from ckptlint.model.values import ModuleObject, Unknown, Value
+from ckptlint.model.values import Const, ModuleObject, Unknown, Value
 from ckptlint.versions import AssumedVersion
 
 if TYPE_CHECKING:
@@ -90,6 +90,9 @@ class CheckpointSite:
     captured: dict[str, Value] = field(default_factory=dict)
     # Whether the checkpointed module owns parameters (None: unknown or not a module).
     callee_has_parameters: Optional[bool] = None
+    # What the `__init__` that built the checkpointed module received, as every known construction
+    # of its class passes it (ckptlint/model/construction.py); None: not resolved.
+    built_with: Optional[dict[str, Const]] = None
     # transformers enable calls: the model object the call configures. TrainingArguments: the model
     # a `Trainer` handed them trains, the function that builds that Trainer, and the flag's keyword.
     receiver: Optional[Value] = None

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Union
 
 import libcst as cst
 
+from ckptlint.model.construction import object_fields
 from ckptlint.model.dataflow import Dataflow, entry_value, tensor_attribute
 from ckptlint.model.apis import CONTROL_KEYWORDS, HF_ENABLE_METHODS, KNOWN_APIS
 from ckptlint.model.sites import ApiKind, CallRecord, CheckpointSite, FlagStatus, FunctionFacts, Mode, ModelHandOff, WrapperCall
@@ -46,6 +47,7 @@ from ckptlint.model.values import (
     grad_on_some_path,
     join_grad,
     merge,
+    same_object,
 )
 
 if TYPE_CHECKING:
@@ -147,11 +149,29 @@ class Resolver:
             changes["function"] = function
             if isinstance(function, ModuleObject):
                 changes["callee_has_parameters"] = self.flow.has_parameters(function.classes)
+        if isinstance(function, ModuleObject) and function.built_by is not None:
+            changes["built_with"] = self.built_with(function)
         if (changes.get("mode") or site.mode).reentrant is not False:
             changes["input_values"] = tuple(self.value(v) for v in site.input_values)
             changes["keyword_values"] = tuple(self.value(v) for v in site.keyword_values)
             changes["captured"] = {name: self.value(v) for name, v in site.captured.items()}
         return replace(site, **changes) if changes else site
+
+    def built_with(self, module: ModuleObject) -> dict[str, Const]:
+        """The literals the `__init__` that built `module` received for the parameters its arguments
+        name, as every known construction of the class passes them (`Net(dropout=0.0)`), and the
+        attributes of a project config object among them (`Net(GPTConfig(dropout=0.0))`)."""
+        init = self.flow.method(module.built_by or "", "__init__")
+        names = dict.fromkeys(d[1] for _, d in module.arguments or () if d[0] in ("param", "attr"))
+        known: dict[str, Const] = {}
+        for name in names if isinstance(init, LocalFunction) else ():
+            value = self.value(Param(name, init.qualname))
+            if isinstance(value, Const):
+                known[name] = value
+            elif isinstance(value, ModuleObject) and len(value.classes) == 1 and not value.container:
+                fields = object_fields(self.model.index, value.classes[0], value.arguments)
+                known.update((f"{name}.{attr}", field) for attr, field in fields.items())
+        return known
 
     def spread(self, site: CheckpointSite, spread: DictLit) -> dict:
         """A `**kwargs` spread into the checkpoint call, once known: the flags it carries (a complete
@@ -522,7 +542,7 @@ def _agree(a: Value, b: Value) -> Optional[Value]:
     """The value two callers both pass, or None when they disagree. Two dicts agree on the keys both
     pass alike; a key one of them lacks or that they pass differently may be anything."""
     if a == b:
-        return a
+        return same_object(b, a)
     if isinstance(a, DictLit) and isinstance(b, DictLit):
         both = {k: _agree(a.entries[k], b.entries[k]) for k in a.entries if k in b.entries}
         same = {k: v for k, v in both.items() if v is not None}

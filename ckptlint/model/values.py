@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterator, Optional, Union
 
 if TYPE_CHECKING:
@@ -104,8 +104,11 @@ class ModuleObject:
     classes: tuple[str, ...]
     origin: str  # how the code spells it, e.g. "self.block1"
     container: Optional[str] = None
-    # How it (each element, for a container) was constructed: `AttrBinding.arguments` as pairs.
+    # How it (each element, for a container) was constructed: `AttrBinding.arguments` as pairs
+    # (ckptlint/model/construction.py), with assignments to it after construction as `.<attr>`.
     arguments: Optional[tuple[tuple[str, tuple], ...]] = field(default=None, compare=False)
+    # The class whose `__init__` built it, when its arguments name that `__init__`'s parameters.
+    built_by: Optional[str] = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -263,8 +266,10 @@ def merge(a: Optional[Value], b: Value) -> Value:
     """Join of two possible values at a control-flow merge: equal or unknown (or, when a parameter
     is involved, either of them until the parameter is known). A tensor that requires grad on one
     side survives as requiring grad on some path."""
-    if a is None or a is b or a == b:
+    if a is None or a is b:
         return b
+    if a == b:
+        return same_object(a, b)
     if isinstance(a, Tensor) and isinstance(b, Tensor) and a.grad is b.grad:
         return Tensor(a.grad, a.origin, a.frozen and b.frozen, a.leaf and b.leaf, a.maybe_tuple or b.maybe_tuple)
     options = tuple(dict.fromkeys([*_options(a), *_options(b)]))
@@ -275,6 +280,13 @@ def merge(a: Optional[Value], b: Value) -> Value:
     if carrier is not None:
         return Tensor(Grad.ON_SOME_PATH, carrier.origin, leaf=carrier.leaf, maybe_tuple=carrier.maybe_tuple)
     return UNKNOWN
+
+
+def same_object(a: Value, b: Value) -> Value:
+    """Equal values; two constructions of the same class with different arguments keep none."""
+    if isinstance(a, ModuleObject) and isinstance(b, ModuleObject) and a.arguments != b.arguments:
+        return replace(b, arguments=None, built_by=None)
+    return b
 
 
 def grad_on_some_path(value: Value) -> Optional[Tensor]:
@@ -329,7 +341,7 @@ def defaulted(value: Value, fallback: Value, falsy: bool) -> Value:
 def element_of(value: Value) -> Value:
     """An element of `value` when iterated or indexed."""
     if isinstance(value, ModuleObject) and value.container:
-        return ModuleObject(value.classes, f"an element of {value.origin}", arguments=value.arguments)
+        return ModuleObject(value.classes, f"an element of {value.origin}", arguments=value.arguments, built_by=value.built_by)
     if isinstance(value, DataSource):
         return Tensor(Grad.NONE, f"a batch from the DataLoader `{value.origin}`")
     if isinstance(value, Pieces):
