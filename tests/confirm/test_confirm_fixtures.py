@@ -57,6 +57,10 @@ EVIDENCE = {
     ("fsdp_wrappers.py", 75, "CKPT002"): [r"gradient differs, relative", r"torch stream differs after the step", r"built by build_applied\(\)"],
     ("fsdp_wrappers.py", 86, "CKPT002"): [r"gradient differs, relative", r"torch stream differs after the step", r"built by build_by_policy\(\)"],
     ("fsdp_wrappers.py", 97, "CKPT006"): [r"ran with use_reentrant omitted: effective use_reentrant=True \(reentrant\)", r"torch warned: torch\.utils\.checkpoint: the use_reentrant parameter should be passed explicitly"],
+    **{("fsdp_lora_setup.py", line, "CKPT002"): [r"gradient differs, relative", r"torch stream differs after the step", r"preserve_rng_state=False", rf"built by {builder}\(\)"] for line, builder in (
+        (81, "build_self_checkpointed"), (96, "build_wrapped_by_setup"), (108, "build_applied_by_def"), (118, "build_applied_by_partial"),
+    )},  # fmt: skip
+    ("fsdp_lora_setup.py", 147, "CKPT005"): [r"adapters\.0\._checkpoint_wrapped_module\.down\.weight: grad None with checkpointing", r"built by build_adapter_lm\(\)"],
     ("context_capture.py", 57, "CKPT003"): [r"ValueError: Unexpected keyword arguments: context with checkpointing; no exception without", r"tensor keyword arguments `context` \(requires grad, non-leaf\)"],
     ("context_capture.py", 75, "CKPT003"): [r"Trying to backward through the graph a second time", r"partial keyword `context` \(requires grad, non-leaf\)"],
     ("context_capture.py", 84, "CKPT003"): [r"Trying to backward through the graph a second time", r"closure variable `ctx`"],
@@ -213,6 +217,10 @@ LOOK_ALIKES = [
     ("diffusion_checkpoint.py", "ReplayingResBlock", "ReplayingCheckpointFunction.apply(", "CKPT002"),
     ("fsdp_wrappers.py", "build_applied_to_linears", "apply_activation_checkpointing(", "CKPT002"),
     ("fsdp_wrappers.py", "build_with_explicit_checkpoint_fn", "checkpoint_fn=checkpoint, use_reentrant=False", "CKPT006"),
+    ("fsdp_lora_setup.py", "wrap_each_block_replaying", "checkpoint_wrapper(block)", "CKPT002"),
+    ("fsdp_lora_setup.py", "build_applied_to_linears_by_def", "apply_activation_checkpointing(", "CKPT002"),
+    ("fsdp_lora_setup.py", "DropoutFreeLoRAGPT", "checkpoint(", "CKPT002"),
+    ("fsdp_lora_setup.py", "ResidualAdapterLM", "h = adapter(h)", "CKPT005"),
     ("context_capture.py", "ConditionedDecoder", "checkpoint(", "CKPT003"),
     ("context_capture.py", "PackedContextDecoderNonReentrant", "checkpoint(", "CKPT003"),
     ("context_capture.py", "MaskOptionsDecoder", "checkpoint(", "CKPT003"),

@@ -26,7 +26,8 @@ def unwrapped_grads(model) -> dict:
 
 
 def step_both(build):
-    model = getattr(fx, build)()
+    """`build`: a builder's name in the fixture, or a function that builds the model."""
+    model = getattr(fx, build)() if isinstance(build, str) else build()
     model_ref = fx.LoraGPT()
     model_ref.load_state_dict({name.replace(WRAPPED, ""): value for name, value in model.state_dict().items()})
     batch = fx.make_batch()
@@ -64,3 +65,28 @@ def test_replaying_or_dropout_free_wrappers_are_exact(build):
     assert wrappers >= 2
     assert_same_grads(got, ref)
     assert same_rng and not omitted
+
+
+def test_lightning_fsdp_strategy_wraps_with_the_replaying_default():
+    """Lightning 2.6's FSDPStrategy(activation_checkpointing_policy={Block}) (Fabric's and the
+    Trainer's share the code) applies torch's default checkpoint_wrapper: CheckpointImpl.NO_REENTRANT,
+    `partial(checkpoint, use_reentrant=False)`, preserve_rng_state left True, so LoRA dropout inside
+    the blocks replays exactly: nothing for CKPT002 (or the reentrant rules) to report."""
+    pytest.importorskip("lightning")
+    from lightning.fabric.strategies import FSDPStrategy
+    from lightning.fabric.strategies.fsdp import _setup_activation_checkpointing
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl
+
+    def build():
+        torch.manual_seed(0)
+        model = fx.LoraGPT()
+        _setup_activation_checkpointing(model, FSDPStrategy(activation_checkpointing_policy={fx.Block})._activation_checkpointing_kwargs)
+        return model
+
+    wrapper = build().blocks[0]
+    assert type(wrapper).__name__ == "CheckpointWrapper" and wrapper.checkpoint_impl is CheckpointImpl.NO_REENTRANT
+    assert wrapper.checkpoint_fn.keywords == {"use_reentrant": False}  # preserve_rng_state keeps its default True
+    got, ref, same_rng, wrappers, omitted = step_both(build)
+    assert wrappers == 2 and not omitted
+    assert_same_grads(got, ref)
+    assert same_rng
