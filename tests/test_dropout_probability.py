@@ -169,3 +169,23 @@ def test_dropout_from_the_models_init_parameters(build, draws):
     report = lint_text(PARAM_MODEL.format(build=build))
     assert report.errors == []
     assert [f.code for f in report.findings] == (["CKPT002"] if draws else [])
+
+
+def test_only_the_init_that_runs_maps_parameters_to_config_attributes():
+    """A subclass's own `__init__` decides what reaches the base's `self.dropout = dropout`."""
+    configs = '''
+
+class BaseConfig:
+    def __init__(self, dim=8, dropout=0.0):
+        self.dim = dim
+        self.dropout = dropout
+
+
+class NoisyConfig(BaseConfig):
+    def __init__(self, dropout=0.0):
+        super().__init__(dropout=0.2)
+'''
+    zero = CONFIG_MODEL.format(default="0.1", spelled="config.dropout", build="    model = GPT(BaseConfig())") + configs
+    assert [f.code for f in lint_text(zero).findings] == []
+    noisy = CONFIG_MODEL.format(default="0.1", spelled="config.dropout", build="    model = GPT(NoisyConfig())") + configs
+    assert [f.code for f in lint_text(noisy).findings] == ["CKPT002"]

@@ -72,17 +72,15 @@ def object_fields(index: "ProjectIndex", cls: str, arguments: Optional[Arguments
     given = dict(arguments)
     fields: dict[str, Const] = {}
     init = index.init_signature(cls)
+    # Only the `__init__` that runs maps its parameters to attributes (a base's may get other values).
+    parameters = passed(index, cls, given, None) or {}
     for name in reversed(list(index.ancestors(cls))):
         summary = index.class_(name)
         for attr, binding in summary.attrs.items() if summary is not None else ():
             if binding.has_constant:
                 fields[attr] = Const(binding.constant)
-            elif binding.param is not None and init is not None:
-                value = passed(index, cls, given, None)
-                if value is not None and binding.param in value:
-                    fields[attr] = value[binding.param]
-                else:
-                    fields.pop(attr, None)
+            elif binding.param is not None and init is not None and summary.qualname == init.qualname and binding.param in parameters:
+                fields[attr] = parameters[binding.param]
             else:
                 fields.pop(attr, None)
     if init is None:  # fields set by keyword (a dataclass's generated `__init__`)
