@@ -78,6 +78,11 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 _FINDER = _Finder()
 
 
+def is_placeholder(module: Optional[types.ModuleType]) -> bool:
+    """Whether an imported module is one of these placeholders (the package is not installed)."""
+    return isinstance(module, AbsentModule)
+
+
 def install(names: Sequence[str]) -> None:
     """Make `import name` give a placeholder for each of `names` (for the rest of the process)."""
     _FINDER.names.update(n for n in names if n)

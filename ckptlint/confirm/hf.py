@@ -16,6 +16,8 @@ from typing import Any, Iterator, Optional
 
 import torch
 
+from ckptlint.confirm import absent_packages
+
 # Small values for the size fields of a transformers config whose defaults are large.
 TINY_CONFIG = {
     "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
@@ -83,7 +85,7 @@ def _config_class_for(cls: type, name: Any) -> Optional[type]:
 def offline_from_pretrained(built: list[str]) -> Iterator[None]:
     """While active, `SomeModel.from_pretrained(name, **kwargs)` returns `SomeModel` built from a
     tiny config; `built` receives one description per model built this way."""
-    if "transformers" not in sys.modules:
+    if "transformers" not in sys.modules or absent_packages.is_placeholder(sys.modules["transformers"]):
         yield
         return
     # transformers imports lazily (`from transformers import AutoModel` loads neither

@@ -5,6 +5,8 @@ code itself says, and the evidence says how."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 from confirm_helpers import confirm_all, finding, line_in
@@ -377,3 +379,21 @@ def test_a_package_that_is_not_installed_blocks_only_the_runs_that_use_it(tmp_pa
     ), results[unused].evidence
     assert results[used].verdict == "could not run" and results[used].cause == "needs a package", results[used]
     assert "pip install wandb-that-is-not-installed" in results[used].evidence[0], results[used]
+
+
+def test_a_placeholder_transformers_is_not_patched_for_offline_loading():
+    """Without transformers installed, a file importing it gets the placeholder: the offline
+    `from_pretrained` patch must leave it alone (it crashed every such target, so a torch-only
+    install said "crashed" instead of "needs a package")."""
+    code = (
+        "import sys\n"
+        "from ckptlint.confirm import absent_packages, hf\n"
+        "absent_packages.install(['transformers'])\n"
+        "import transformers\n"
+        "assert absent_packages.is_placeholder(sys.modules['transformers'])\n"
+        "with hf.offline_from_pretrained([]):\n"
+        "    pass\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.split() == ["ok"], result.stderr
