@@ -149,7 +149,9 @@ class Resolver:
             changes["function"] = function
             if isinstance(function, ModuleObject):
                 changes["callee_has_parameters"] = self.flow.has_parameters(function.classes)
-        if isinstance(function, ModuleObject) and function.built_by is not None:
+        if isinstance(function, ModuleObject) and function.built_by is not None and changes.get("preserve_rng_state", site.preserve_rng_state) is False:
+            # Only a region whose RNG is not replayed asks which dropout draws (CKPT002); resolving
+            # the arguments through every construction of the class doubled a cold transformers run.
             changes["built_with"] = self.built_with(function)
         if (changes.get("mode") or site.mode).reentrant is not False:
             changes["input_values"] = tuple(self.value(v) for v in site.input_values)
