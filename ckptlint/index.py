@@ -1545,6 +1545,7 @@ class ProjectIndex:
         self.cited: set[str] = set()
         self._bound_as: Optional[dict[str, list[tuple[str, str]]]] = None
         self._subclasses: Optional[dict[str, list[str]]] = None
+        self._subclasses_of: dict[str, list[str]] = {}
         self._readers: dict[str, dict[str, list[int]]] = {}
         self._callers: dict[str, list[tuple[ModuleSummary, Optional[str]]]] = {}
         self._read_only_in: dict[tuple[str, str], bool] = {}
@@ -1997,12 +1998,17 @@ class ProjectIndex:
                 for c in m.classes.values():
                     for base in c.bases:
                         self._subclasses.setdefault(self.canonical(base), []).append(c.qualname)
-        found, work = [], [self.canonical(qualname)]
-        while work:
-            for sub in self._subclasses.get(work.pop(), ()):
-                if sub not in found:
-                    found.append(sub)
-                    work.append(sub)
+        key = self.canonical(qualname)
+        found = self._subclasses_of.get(key)
+        if found is None:  # memoized, and a set for membership: transformers' PreTrainedModel has thousands
+            found, seen, work = [], set(), [key]
+            while work:
+                for sub in self._subclasses.get(work.pop(), ()):
+                    if sub not in seen:
+                        seen.add(sub)
+                        found.append(sub)
+                        work.append(sub)
+            self._subclasses_of[key] = found
         return found
 
     def is_top_level_model(self, class_qualname: str) -> bool:

@@ -92,12 +92,18 @@ class TrainingScriptFacts:
         """Models (by name or `self` attribute) handed to project functions: where autograd is off, a
         call that runs a checkpoint if those functions run the model; elsewhere, a fact of this
         function's summary when it hands on a parameter it was given."""
+        scope = self.scope
+        disabled = scope.grad_disabled() is not None
         for key, arg in arguments:
-            name = model_key(self, arg.value) if isinstance(arg, cst.Arg) else None
+            if not isinstance(arg, cst.Arg):
+                continue
+            if not disabled and not (isinstance(arg.value, cst.Name) and arg.value.value in scope.params):
+                continue  # with grad on, only a parameter handed on is a fact (note_parameter_run): skip the evaluation
+            name = model_key(self, arg.value)
             if name is None:
                 continue
             handoff = ModelHandOff(targets, call, key)
-            if self.scope.grad_disabled() is not None:
+            if disabled:
                 self.note_grad_free_call(name, call.node, handoff)  # type: ignore[arg-type]
             else:
                 self.note_parameter_run(name, handoff)
