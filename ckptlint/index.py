@@ -381,9 +381,16 @@ def _returns_cached_model(body: list[ast.stmt], returned: Optional[str], made: O
     if isinstance(built, ast.Call) and any(k.arg == "use_cache" and literal(k.value) == (True, True) for k in built.keywords):
         return True
     return returned is not None and any(
-        isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and ast.unparse(stmt.targets[0]) == f"{returned}.config.use_cache" and literal(stmt.value) == (True, True)
+        isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _is_cache_setting(stmt.targets[0], returned) and literal(stmt.value) == (True, True)
         for stmt in body
     )
+
+
+def _is_cache_setting(target: ast.expr, name: str) -> bool:
+    """`<name>.config.use_cache` (checked by shape: this runs for every statement of a builder)."""
+    config = target.value if isinstance(target, ast.Attribute) and target.attr == "use_cache" else None
+    owner = config.value if isinstance(config, ast.Attribute) and config.attr == "config" else None
+    return isinstance(owner, ast.Name) and owner.id == name
 
 
 def instance_key(function: str, ctor: str) -> str:
