@@ -36,6 +36,7 @@ from ckptlint.index import recompute_layout
 
 REAL_CHECKPOINT = _torch_checkpoint.checkpoint
 REAL_SEQUENTIAL = _torch_checkpoint.checkpoint_sequential
+HAND_WRITTEN = "hand-written checkpoint"  # the api of a recorded torch.autograd.Function that recomputes
 CONTROL_KEYWORDS = ("use_reentrant", "preserve_rng_state", "context_fn", "determinism_check", "debug", "early_stop")
 SEED = 0
 
@@ -64,7 +65,7 @@ _THIS_MODULE = sys.modules[__name__]
 class CallRecord:
     """One checkpoint call in run A."""
 
-    api: str  # "checkpoint" or "checkpoint_sequential"
+    api: str  # "checkpoint", "checkpoint_sequential" or HAND_WRITTEN
     function: str
     path: Optional[str]
     line: Optional[int]
@@ -82,6 +83,11 @@ class CallRecord:
     module: Optional[str] = None  # the checkpointed submodule's name in the model, when it is one
     # The user code that called the code that called checkpoint, outwards: (file, line).
     through: list[tuple[str, int]] = field(default_factory=list)
+    # Library code (transformers' layers, torch's checkpoint_wrapper, ...) made the call: checkpointing
+    # was switched on elsewhere, e.g. by `gradient_checkpointing_enable()`.
+    by_library: bool = False
+    # The lines of user code the checkpointed function ran in forward: (real path, line).
+    reached: set[tuple[str, int]] = field(default_factory=set)
 
     def where(self) -> str:
         return f"{os.path.basename(self.path)}:{self.line}" if self.path else "?"
@@ -196,6 +202,9 @@ class _Recorder:
     def __init__(self, outcome: RunOutcome) -> None:
         self.outcome = outcome
         self.modules: list[Optional[int]] = []  # per record: id() of the checkpointed module
+        self.library: tuple[str, ...] = ()  # _library_dirs() when the outermost running checkpoint started
+        self.running: list[CallRecord] = []  # the checkpoint calls whose forward is running, outermost first
+        self.user_code: dict[Any, Optional[str]] = {}  # code object -> its real path, None for library code
 
     def __deepcopy__(self, memo: dict) -> "_Recorder":
         # A model deep-copied during the run (a frozen reference of the policy) holds its stand-ins
@@ -212,6 +221,7 @@ class _Recorder:
 
     def _record(self, api: str, function: Any, positional: Sequence[Any], kwargs: dict, use_reentrant: Optional[bool]) -> CallRecord:
         frames = _user_frames()
+        caller = sys._getframe(2).f_code.co_filename  # 0: here, 1: the stand-in, 2: who called checkpoint
         path, line = frames[0] if frames else (None, None)
         tensors = [a for a in positional if isinstance(a, torch.Tensor)]
         record = CallRecord(
@@ -233,13 +243,50 @@ class _Recorder:
             ],
             bound_tensors=_bound_tensors(function) + _packed_tensors(positional),
             through=frames[1:],
+            by_library=os.path.abspath(caller).startswith(_library_dirs()) and not caller.startswith("<"),
         )
         self.outcome.calls.append(record)
         self.modules.append(_module_id(function))
         return record
 
+    def _path_of(self, code: Any) -> Optional[str]:
+        if code not in self.user_code:
+            name = code.co_filename
+            library = name.startswith("<") or os.path.abspath(name).startswith(self.library) or name in _SKIP_FRAME_FILES
+            self.user_code[code] = None if library else os.path.realpath(name)
+        return self.user_code[code]
+
+    def _enter_code(self, frame: Any, event: str, arg: Any) -> Any:
+        """The tracer of a running checkpoint: follows the lines of user code only."""
+        return self._note_line if self._path_of(frame.f_code) is not None else None
+
+    def _note_line(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            where = (self.user_code[frame.f_code], frame.f_lineno)
+            for record in self.running:
+                record.reached.add(where)
+        return self._note_line
+
+    @contextlib.contextmanager
+    def _reaching(self, record: CallRecord) -> Iterator[None]:
+        """Note the user lines the checkpointed function runs: a finding inside it belongs to this call.
+        Another tracer (a debugger, coverage) keeps its place; then the lines stay unknown."""
+        outer = sys.gettrace()
+        if outer is not None and outer != self._enter_code:
+            yield
+            return
+        if outer is None and self.library != _library_dirs():  # transformers imported since
+            self.library, self.user_code = _library_dirs(), {}
+        self.running.append(record)
+        sys.settrace(self._enter_code)
+        try:
+            yield
+        finally:
+            self.running.pop()
+            sys.settrace(outer)
+
     def _call(self, record: CallRecord, real: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True) as caught, self._reaching(record):
             warnings.simplefilter("always")
             try:
                 result = real(*args, **kwargs)
@@ -262,6 +309,17 @@ class _Recorder:
     def checkpoint_sequential(self, functions: Any, segments: Any, input: Any, use_reentrant: Optional[bool] = None, **kwargs: Any) -> Any:
         record = self._record("checkpoint_sequential", functions, [input], kwargs, use_reentrant)
         return self._call(record, REAL_SEQUENTIAL, functions, segments, input, use_reentrant=use_reentrant, **kwargs)
+
+    def hand_written(self, function_class: type) -> Callable[..., Any]:
+        """The `apply` of a hand-written checkpoint, recorded. Its backward re-runs the function under
+        enable_grad like reentrant mode, which is what the record says."""
+        original = function_class.apply
+
+        def apply(*args: Any) -> Any:
+            record = self._record(HAND_WRITTEN, function_class, [a for a in args if isinstance(a, torch.Tensor)], {}, True)
+            return self._call(record, original, *args)
+
+        return apply
 
 
 def _module_id(function: Any) -> Optional[int]:
@@ -431,11 +489,14 @@ class _Patches:
             for sub in model.modules():
                 self.patch_namespace(sub, vars(sub))
 
-    def patch_hand_written(self) -> None:
-        """Run B: the `apply` of every hand-written checkpoint becomes a plain call."""
+    def patch_hand_written(self, replace: Callable[[type], Callable[..., Any]]) -> None:
+        """The `apply` of every hand-written checkpoint becomes `replace(its class)`: a plain call in
+        run B, a recorded call in run A."""
         for function_class in _hand_written_checkpoints():
+            if any(owner is function_class for owner, _, _ in self.undo):
+                continue  # patched for an earlier root module
             self.undo.append((function_class, "apply", function_class.__dict__.get("apply", _INHERITED)))
-            function_class.apply = staticmethod(_direct_apply(function_class))
+            function_class.apply = staticmethod(replace(function_class))
 
     def restore(self) -> None:
         for owner, key, value in reversed(self.undo):
@@ -493,7 +554,7 @@ def direct_calls(model: Any = None) -> Iterator[None]:
             patches.patch_modules()
             patches.patch_model(model)
             _disable_hf_checkpointing(model)
-            patches.patch_hand_written()
+            patches.patch_hand_written(_direct_apply)
             yield
     finally:
         patches.restore()
@@ -713,6 +774,7 @@ def run(make: Make, *, reference: bool, steps: int, plan: Optional[list[bool]] =
     else:
         replacements = {id(REAL_CHECKPOINT): recorder.checkpoint, id(REAL_SEQUENTIAL): recorder.checkpoint_sequential}
     patches = _Patches(replacements)
+    hand_written = _direct_apply if reference else recorder.hand_written
     model = None
     snapshot: dict[str, bool] = {}
     hf = _hf_enable_disabled() if reference else contextlib.nullcontext()
@@ -732,16 +794,16 @@ def run(make: Make, *, reference: bool, steps: int, plan: Optional[list[bool]] =
             if deferred is not None:
                 def adopt(root: Any) -> None:
                     patches.patch_model(root)
+                    patches.patch_hand_written(hand_written)
                     if reference:
                         _disable_hf_checkpointing(root)
-                        patches.patch_hand_written()
 
                 deferred.on_root = adopt
                 model = None
             patches.patch_model(model)
+            patches.patch_hand_written(hand_written)
             if reference:
                 _disable_hf_checkpointing(model)
-                patches.patch_hand_written()
             if initial_state is not None and isinstance(model, torch.nn.Module):
                 _align(model, initial_state)
             outcome.initial = _state_of(model)
@@ -868,43 +930,46 @@ class ComparisonReport:
             return [f"{self.error_with} with checkpointing; no exception without"]
         return []
 
-    def none_grad_evidence(self, prefer: Sequence[str] = ()) -> list[str]:
+    # `within(name)` keeps the differences of the parameters, buffers, attributes and containers a
+    # verdict can lay at the door of the checkpoints it judges (their modules); default: all.
+
+    def none_grad_evidence(self, prefer: Sequence[str] = (), within: Callable[[str], bool] = lambda name: True) -> list[str]:
         """Parameters without gradient only with checkpointing; those under `prefer` (module names) first."""
         def preferred(item: tuple[str, float]) -> bool:
             return any(p == "" or item[0].startswith(p + ".") for p in prefer)
 
-        ordered = sorted(self.grad_none_with, key=lambda item: not preferred(item))
+        ordered = sorted((item for item in self.grad_none_with if within(item[0])), key=lambda item: not preferred(item))
         lines = [f"{name}: grad None with checkpointing; |grad| {norm:.3g} without" for name, norm in ordered[:4]]
         if len(ordered) > 4:
             lines.append(f"{len(ordered) - 4} more parameters: grad None with checkpointing only")
-        lines += [f"{name}: grad set with checkpointing; None without" for name in self.grad_unexpected_with[:4]]
+        lines += [f"{name}: grad set with checkpointing; None without" for name in self.grad_unexpected_with if within(name)][:4]
         return lines
 
-    def grad_difference_evidence(self) -> list[str]:
-        if not self.grad_differences:
+    def grad_difference_evidence(self, within: Callable[[str], bool] = lambda name: True) -> list[str]:
+        worst = sorted((d for d in self.grad_differences if within(d[0])), key=lambda d: -d[1])
+        if not worst:
             return []
-        worst = sorted(self.grad_differences, key=lambda d: -d[1])
         lines = [f"{name}: gradient differs, relative {rel:.3g} (max |Δ| {diff:.3g})" for name, rel, diff in worst[:3]]
         lines.append(f"{len(worst)} of {self.params_compared} parameter gradients differ beyond rtol {self.rtol:g}, atol {self.atol:g}")
         return lines
 
-    def buffer_evidence(self) -> list[str]:
-        return [f"buffer {name}: differs after the step (max |Δ| {diff:.3g})" for name, diff in self.buffer_differences[:4]]
+    def buffer_evidence(self, within: Callable[[str], bool] = lambda name: True) -> list[str]:
+        return [f"buffer {name}: differs after the step (max |Δ| {diff:.3g})" for name, diff in self.buffer_differences if within(name)][:4]
 
     def rng_evidence(self) -> list[str]:
         return [f"{name} stream differs after the step: the recompute drew again" for name in self.rng_drift]
 
-    def attribute_evidence(self) -> list[str]:
+    def attribute_evidence(self, within: Callable[[str], bool] = lambda name: True) -> list[str]:
         lines = []
-        for name, with_, without in self.attribute_differences[:4]:
+        for name, with_, without in [d for d in self.attribute_differences if within(d[0])][:4]:
             if without is None:
                 lines.append(f"{name}: tensor attribute only with checkpointing")
             else:
                 lines.append(f"{name}: requires_grad {with_} with checkpointing at the end of forward; {without} without")
         return lines
 
-    def container_evidence(self) -> list[str]:
-        return [f"{name}: {a} with checkpointing after backward; {b} without" for name, a, b in self.container_differences[:4]]
+    def container_evidence(self, within: Callable[[str], bool] = lambda name: True) -> list[str]:
+        return [f"{name}: {a} with checkpointing after backward; {b} without" for name, a, b in self.container_differences if within(name)][:4]
 
     def evidence(self) -> list[str]:
         """Every difference, most telling first."""
@@ -940,6 +1005,8 @@ class ComparisonReport:
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
+        for call in data["calls"]:
+            del call["reached"]  # every line a checkpointed function ran: for verdicts, not for reading
         data["identical"] = self.identical
         return data
 
@@ -1091,91 +1158,213 @@ def calls_through(report: ComparisonReport, path: str, line: int, end_line: int)
     return [c for c in report.calls if any(os.path.realpath(p) == path and line <= n <= end_line for p, n in c.through)]
 
 
+def calls_reaching(report: ComparisonReport, path: str, line: int, end_line: int) -> list[CallRecord]:
+    """The checkpoint calls whose function ran these lines (a finding inside a checkpointed function)."""
+    path = os.path.realpath(path)
+    return [c for c in report.calls if any((path, n) in c.reached for n in range(line, end_line + 1))]
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(path: str) -> Optional[ast.Module]:
+    try:
+        with open(path, encoding="utf-8") as file:
+            return ast.parse(file.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def _statement_at(tree: ast.Module, line: int) -> tuple[Optional[ast.stmt], Optional[ast.AST]]:
+    """The innermost statement spanning `line`, and the function (or module) it runs in."""
+    statement: Optional[ast.stmt] = None
+    scope: Optional[ast.AST] = tree
+    nodes: list[tuple[ast.AST, ast.AST]] = [(child, tree) for child in ast.iter_child_nodes(tree)]
+    while nodes:
+        node, owner = nodes.pop()
+        if not isinstance(node, ast.stmt) or not node.lineno <= line <= (node.end_lineno or node.lineno):
+            continue
+        statement, scope = node, owner
+        inner = node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else owner
+        nodes = [(child, inner) for child in ast.iter_child_nodes(node)]
+    return statement, scope
+
+
+def _assigned(statement: ast.stmt) -> set[str]:
+    targets: list[ast.AST] = []
+    if isinstance(statement, ast.Assign):
+        targets = list(statement.targets)
+    elif isinstance(statement, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+        targets = [statement.target]
+    elif isinstance(statement, (ast.With, ast.AsyncWith)):
+        targets = [item.optional_vars for item in statement.items if item.optional_vars is not None]
+    return {n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)}
+
+
+def calls_fed(report: ComparisonReport, path: str, line: int) -> list[CallRecord]:
+    """The checkpoint calls whose statement reads a name that the statement at `line` assigns, in the
+    same function: `kwargs = {...}` or `step = partial(block, ...)`, then `checkpoint(step, h, **kwargs)`."""
+    tree = _parsed(os.path.realpath(path))
+    statement, scope = _statement_at(tree, line) if tree is not None else (None, None)
+    names = _assigned(statement) if statement is not None else set()
+    if not names:
+        return []
+    found = []
+    for call in calls_at(report, path, 1, sys.maxsize):
+        user, user_scope = _statement_at(tree, call.line or 0)
+        if user is not None and user_scope is scope and any(
+            isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names for n in ast.walk(user)
+        ):
+            found.append(call)
+    return found
+
+
+def _site(call: CallRecord) -> tuple[Any, ...]:
+    return (call.api, call.path, call.line, call.function, call.module)
+
+
+@dataclass
+class CheckpointScope:
+    """The checkpoint calls a finding's code ran, and which of the run's differences are theirs."""
+
+    calls: list[CallRecord]
+    notes: list[str]
+    others: list[CallRecord]  # checkpoint calls of the run at other sites
+
+    def owns(self, name: str) -> bool:
+        """A difference named by module path (parameter, buffer, tensor attribute, container) is the
+        scope's when no other checkpoint ran, or when it lies in a module these calls checkpointed."""
+        if not self.others:
+            return True
+        return any(c.module is not None and (c.module == "" or name.startswith(c.module + ".")) for c in self.calls)
+
+    def owns_run(self, premise: Sequence[str]) -> bool:
+        """A run-wide symptom (an exception, RNG drift) is the scope's when no other checkpoint ran,
+        when one of these calls raised it, or when these calls carry the premise that predicts it."""
+        return not self.others or bool(premise) or any(c.error for c in self.calls)
+
+
+def checkpoint_scope(report: ComparisonReport, path: str, line: int, end_line: int) -> CheckpointScope:
+    """The calls at the finding's lines, those whose function ran them and those the code there made
+    further in; when there are none, the calls its statement sets up in the same function; else the
+    calls library code made (the line switched checkpointing on: `gradient_checkpointing_enable()`,
+    `TrainingArguments(gradient_checkpointing=True)`, `checkpoint_wrapper(...)`: the checkpoints it
+    causes run inside the library)."""
+    calls: list[CallRecord] = []
+    for call in calls_at(report, path, line, end_line) + calls_reaching(report, path, line, end_line) + calls_through(report, path, line, end_line):
+        if all(call is not seen for seen in calls):
+            calls.append(call)
+    notes = []
+    if not calls:
+        calls = calls_fed(report, path, line)
+        if calls:
+            notes.append(f"line {line} sets up the checkpoint call at {calls[0].where()}")
+    if not calls:
+        calls = [c for c in report.calls if c.by_library]
+        if calls:
+            notes.append(f"no checkpoint call at line {line} itself, nor inside the code it calls: judged on the checkpoints library code ran")
+    sites = {_site(c) for c in calls}
+    return CheckpointScope(calls, notes, [c for c in report.calls if _site(c) not in sites])
+
+
 def verdict(code: str, report: ComparisonReport, path: str, line: int, end_line: Optional[int] = None) -> tuple[str, list[str]]:
     """The verdict for one finding and its evidence: each rule is confirmed only by the symptom it
-    predicts (shared/truth/FINDINGS.md, "What a runtime confirmation must do")."""
+    predicts (shared/truth/FINDINGS.md, "What a runtime confirmation must do"), and only by one the
+    checkpoints that the flagged code ran can have caused: another checkpoint of the same run does
+    not confirm it."""
     if report.error_without:
         return COULD_NOT_RUN, [f"{report.error_without} even without checkpointing, so there is nothing to compare"]
-    at_line = calls_at(report, path, line, end_line or line)
+    scope = checkpoint_scope(report, path, line, end_line or line)
+    if not scope.calls:
+        elsewhere = sorted({c.where() for c in report.calls})
+        ran = f"the run's checkpoints ({', '.join(elsewhere[:4])}) belong to other code" if elsewhere else "no checkpoint call ran at all"
+        outcome = report.compared() if report.identical else f"the run differs elsewhere: {report.evidence()[0]}"
+        return NOT_REPRODUCED, [f"no checkpoint call ran at line {line}, nor in the code it calls, nor around it: {ran}", outcome]
+    calls = _unique(scope.calls)
     exception = report.exception_evidence()
     symptoms: list[str]
-    premise: list[str] = []
+    premise: list[str] = list(scope.notes)
     if code in ("CKPT001", "CKPT005"):
-        symptoms = [e for e in exception if "does not require grad" in e]
-        if not report.error_with:
-            prefer = [c.module for c in at_line if c.module is not None]
-            symptoms += [e for e in report.none_grad_evidence(prefer) if "None with checkpointing" in e]
-        premise = [
+        cause = [
             f"checkpoint at {c.where()}: reentrant, no positional tensor input requires grad"
-            for c in _unique(at_line or report.calls)
+            for c in calls
             if c.effective_reentrant and not c.positional_requires_grad
         ][:2]
-        if any(_NO_INPUT_GRAD in w for w in report.warnings):
+        symptoms = [e for e in exception if "does not require grad" in e] if scope.owns_run(cause) else []
+        if not report.error_with:
+            prefer = [c.module for c in scope.calls if c.module is not None]
+            symptoms += [e for e in report.none_grad_evidence(prefer, scope.owns) if "None with checkpointing" in e]
+        premise += cause
+        if any(_NO_INPUT_GRAD in w for c in scope.calls for w in c.warnings):
             premise.append(f"torch warned: {_NO_INPUT_GRAD}. Gradients will be None")
     elif code == "CKPT002":
-        symptoms = exception
+        cause = [f"checkpoint at {c.where()}: preserve_rng_state=False" for c in calls if not c.preserve_rng_state][:2]
+        symptoms = exception if scope.owns_run(cause) else []
         if not report.error_with:
-            symptoms = report.none_grad_evidence() + report.grad_difference_evidence() + report.rng_evidence()
-        premise = [f"checkpoint at {c.where()}: preserve_rng_state=False" for c in _unique(at_line or report.calls) if not c.preserve_rng_state][:2]
+            symptoms = (
+                report.none_grad_evidence(within=scope.owns) + report.grad_difference_evidence(scope.owns)
+                + (report.rng_evidence() if scope.owns_run(cause) else [])
+            )
+        premise += cause
     elif code == "CKPT003":
-        symptoms = exception
-        if not report.error_with:
-            symptoms = report.none_grad_evidence() + report.grad_difference_evidence()
-        for c in _unique(at_line or report.calls):
+        cause = []
+        for c in calls:
             mode = "reentrant" if c.effective_reentrant else "non-reentrant"
             if c.tensor_kwargs:
-                premise.append(f"checkpoint at {c.where()} ({mode}): tensor keyword arguments {', '.join(c.tensor_kwargs)}")
+                cause.append(f"checkpoint at {c.where()} ({mode}): tensor keyword arguments {', '.join(c.tensor_kwargs)}")
             if c.bound_tensors:
-                premise.append(f"checkpoint at {c.where()} ({mode}): tensors not passed as inputs: {', '.join(c.bound_tensors[:3])}")
-        premise = premise[:3]
+                cause.append(f"checkpoint at {c.where()} ({mode}): tensors not passed as inputs: {', '.join(c.bound_tensors[:3])}")
+        symptoms = exception if scope.owns_run(cause) else []
+        if not report.error_with:
+            symptoms = report.none_grad_evidence(within=scope.owns) + report.grad_difference_evidence(scope.owns)
+        premise += cause[:3]
     elif code == "CKPT004":
-        symptoms = exception + ([] if report.error_with else report.container_evidence())
+        # Library layers checkpointed under the call at this line with grad off (generate(), or a
+        # forward under no_grad, in train mode): transformers' checkpointed layers drop the cache.
+        uncached = [c for c in calls_at(report, path, line, end_line or line) if c.by_library and not c.grad_enabled]
+        cause = [
+            f"{len(uncached)} checkpoint calls of {uncached[0].function} ran inside the call at line {line} with grad disabled: "
+            "the layers were checkpointed there, which drops their cache"
+        ] if uncached else []
+        symptoms = exception if scope.owns_run(cause) else []
+        if not report.error_with:
+            symptoms = report.container_evidence(lambda name: scope.owns(name) or bool(cause) and name.startswith("return value"))
+        premise += cause
     elif code == "CKPT006":
-        if not at_line:
-            # A transformers `gradient_checkpointing_enable(...)` line: its calls happen elsewhere.
-            at_line = report.calls
-            premise.append(f"no checkpoint call at line {line} itself; these are the calls of the run")
-        omitted = [c for c in at_line if c.use_reentrant is None]
-        symptoms = [
-            f"{c.api} at {c.where()} ran with use_reentrant omitted: effective use_reentrant=True (reentrant)"
-            for c in _unique(omitted)
-        ]
+        omitted = [c for c in calls if c.use_reentrant is None]
+        symptoms = [f"{c.api} at {c.where()} ran with use_reentrant omitted: effective use_reentrant=True (reentrant)" for c in omitted]
         warned = [w for c in omitted for w in c.warnings if _OMITTED_WARNING in w]
         if symptoms and warned:
             symptoms.append(f"torch warned: {warned[0].split('. ')[0]}")
-        if not at_line:
-            premise = [f"no checkpoint call ran (line {line})"]
-        else:
-            premise += [f"{c.api} at {c.where()} ran with use_reentrant={c.use_reentrant}" for c in _unique(at_line) if c.use_reentrant is not None][:3]
+        premise += [f"{c.api} at {c.where()} ran with use_reentrant={c.use_reentrant}" for c in calls if c.use_reentrant is not None and c.api != HAND_WRITTEN][:3]
     elif code == "CKPT007":
-        symptoms = exception
+        symptoms = exception if scope.owns_run(()) else []
         if not report.error_with:
             symptoms = (
-                report.attribute_evidence() + report.none_grad_evidence() + report.grad_difference_evidence()
-                + report.buffer_evidence() + report.container_evidence()
+                report.attribute_evidence(scope.owns) + report.none_grad_evidence(within=scope.owns)
+                + report.grad_difference_evidence(scope.owns) + report.buffer_evidence(scope.owns) + report.container_evidence(scope.owns)
             )
     elif code == "CKPT008":
-        if not at_line:
-            # A model called here under no_grad: the checkpoint calls its forward made.
-            at_line = calls_through(report, path, line, end_line or line)
-            premise += [f"the checkpoint calls of the model called at line {line}"] if at_line else []
+        if not calls_at(report, path, line, end_line or line) and calls_through(report, path, line, end_line or line):
+            premise.append(f"the checkpoint calls of the model called at line {line}")
         symptoms = [
             f"{c.api} at {c.where()} ran with grad disabled (torch.is_grad_enabled() False): nothing is recorded, so nothing is recomputed"
-            for c in _unique(at_line)
+            for c in calls
             if not c.grad_enabled
         ]
-        if not at_line:
-            premise.append(f"no checkpoint call ran at line {line}, nor in the code it calls")
-        else:
-            premise += [f"{c.api} at {c.where()} ran with grad enabled" for c in _unique(at_line) if c.grad_enabled]
+        premise += [f"{c.api} at {c.where()} ran with grad enabled" for c in calls if c.grad_enabled]
     else:
-        symptoms = report.evidence()
+        symptoms = report.evidence() if not scope.others else []
     # checkpoint_sequential records its own call and the checkpoints it makes, at one line.
     premise = list(dict.fromkeys(premise))
     if symptoms:
         return CONFIRMED, symptoms + premise
     if code in ("CKPT006", "CKPT008"):  # judged on the recorded calls, not on the training step
         return NOT_REPRODUCED, premise
+    if scope.others and not report.identical:
+        elsewhere = ", ".join(sorted({c.where() for c in scope.others})[:4])
+        return NOT_REPRODUCED, [
+            f"the run differs ({report.evidence()[0]}), but not where the checkpoints of this code can cause it: "
+            f"other checkpoints ran too ({elsewhere})"
+        ] + premise
     compared = report.compared()
     if report.error_with:
         compared = f"checkpointing raised a different failure than this rule predicts: {report.error_with}"

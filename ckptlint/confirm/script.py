@@ -40,6 +40,7 @@ class ScriptModel(ab.DeferredModel):
         self.snapshots: dict[int, dict[str, bool]] = {}
         self.namespace: dict[str, Any] = {}  # the script's globals, once it runs
         self.outputs: dict[int, Any] = {}  # each root's output of its last call
+        self.holders: list[torch.nn.Module] = []  # modules of the running functions' locals holding a root
         self._depth = 0
 
     def resolve(self) -> Optional[torch.nn.Module]:
@@ -54,10 +55,21 @@ class ScriptModel(ab.DeferredModel):
     def _holding(self, root: torch.nn.Module) -> torch.nn.Module:
         """The script's model that holds `root`: `checkpoint_sequential(model, ...)` calls the
         segments of `model`, never `model` itself."""
-        for value in self.namespace.values():
+        for value in [*self.namespace.values(), *self.holders]:
             if isinstance(value, torch.nn.Module) and value is not root and any(m is root for m in value.modules()):
                 return value
         return root
+
+    def _note_holders(self, root: torch.nn.Module) -> None:
+        """A training function that calls its model's parts one by one (`checkpoint(model.stem, x)`,
+        then `model.head(...)`) keeps the model in a local variable: remember it, so that the
+        comparison covers every part and not only the first one called."""
+        frame = sys._getframe(2)
+        while frame is not None:
+            for value in frame.f_locals.values():
+                if isinstance(value, torch.nn.Module) and value is not root and all(value is not h for h in self.holders) and any(m is root for m in value.modules()):
+                    self.holders.append(value)
+            frame = frame.f_back
 
     def snapshot(self) -> dict[str, bool]:
         model = self.resolve()
@@ -70,6 +82,7 @@ class ScriptModel(ab.DeferredModel):
         def before(module: torch.nn.Module, args: Any) -> None:
             if self._depth == 0 and all(module is not r for r in self.roots):
                 self.roots.append(module)
+                self._note_holders(module)
                 if self.on_root is not None:
                     self.on_root(module)
             self._depth += 1
