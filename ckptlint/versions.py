@@ -100,6 +100,17 @@ def transformers_default_reentrant(v: AssumedVersion) -> bool:
 GENERATION_WITHOUT_CONTEXT_SINCE: Version = (4, 53)
 
 
+# Non-reentrant checkpointing stops its recompute once the last tensor saved in forward has been
+# recomputed (`early_stop=True`, `set_checkpoint_early_stop`), since the non-reentrant rewrite of torch
+# 2.1; measured on 2.13 (rules/CKPT004.md). Older releases recompute the whole function.
+EARLY_STOP_SINCE: Version = (2, 1)
+
+
+def recompute_stops_early(v: AssumedVersion) -> bool:
+    """Whether torch's non-reentrant recompute ends after the last saved tensor by default."""
+    return _key(v.version) >= _key(EARLY_STOP_SINCE)
+
+
 def generation_loses_context(v: AssumedVersion) -> bool:
     """Whether generate() in train mode with checkpointing on decodes each step without the earlier tokens."""
     return _key(v.version) >= _key(GENERATION_WITHOUT_CONTEXT_SINCE)

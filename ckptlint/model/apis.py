@@ -98,6 +98,8 @@ INFERENCE_CONTEXTS = frozenset(
     {"torch.inference_mode", "torch.autograd.inference_mode", "torch.autograd.grad_mode.inference_mode"}
 )
 SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled"})
+# torch's global switch of the non-reentrant early stop (a context manager).
+SET_EARLY_STOP = "torch.utils.checkpoint.set_checkpoint_early_stop"
 ENABLE_GRAD = frozenset({"torch.enable_grad", "torch.autograd.enable_grad", "torch.autograd.grad_mode.enable_grad"})
 AUTOGRAD_FUNCTIONS = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
 # Calls that put torch's RNG back to a saved state (or scope a change to it).

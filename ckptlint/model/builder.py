@@ -28,6 +28,7 @@ from ckptlint.model.apis import (
     LIGHTNING_NO_GRAD_STEPS,
     LIGHTNING_TRAINING_STEP,
     NO_GRAD_CONTEXTS,
+    SET_EARLY_STOP,
     SET_GRAD_ENABLED,
 )
 from ckptlint.model.dataflow import Dataflow, entry_value, loader_batch
@@ -37,7 +38,7 @@ from ckptlint.model.held_models import HeldModels
 from ckptlint.model.hf_configs import with_setting
 from ckptlint.model.model_states import bind_model, forget_modes, state_of
 from ckptlint.model.scope import GRAD_ENABLED, GRAD_UNCHANGED, GradMark, Scope
-from ckptlint.model.shapes import dotted, ends_with_return, free_names, is_self, module_gates, none_test, training_test
+from ckptlint.model.shapes import dotted, ends_with_return, free_names, is_self, last_effects, module_gates, none_test, training_test
 from ckptlint.model.site_construction import SiteConstruction
 from ckptlint.model.sites import (
     ApiKind,
@@ -114,6 +115,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         self.runtime_attrs: dict[str, dict[str, tuple[cst.CSTNode, Value]]] = {}
         self.call_values: dict[int, Value] = {}
         self.cache_uses: list[CacheUse] = []
+        # `set_checkpoint_early_stop(...)` is called here: the early stop of this file's checkpoints is not known.
+        self.switches_early_stop = False
         self.grad_free_calls: list[GradFreeCall] = []
         self.held = HeldModels()
         # `Trainer(...)` calls with checkpointing TrainingArguments (by node id) -> the model they train.
@@ -174,6 +177,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         scope = self.scopes.pop()
         self.finish_facts(scope)
+        self.mark_last_mutations(scope, node)
         self.finish_cache_uses(scope)
         self.held.leave_method(scope)
 
@@ -203,6 +207,16 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
             else:
                 seen = facts.name_reads.get(mutation.container, 0) - (mutation.container in scope.params)
             facts.mutations[i] = replace(mutation, also_read=seen > counts[mutation.container])
+
+    def mark_last_mutations(self, scope: Scope, node: cst.FunctionDef) -> None:
+        """A container update that is the function's last effect (a statement of its own)."""
+        facts = scope.facts
+        if facts is None or not facts.mutations or not isinstance(node.body, cst.IndentedBlock):
+            return
+        finals = last_effects(node.body.body) or []
+        for i, mutation in enumerate(facts.mutations):
+            if any(final is mutation.node or isinstance(final, cst.Expr) and final.value is mutation.node for final in finals):
+                facts.mutations[i] = replace(mutation, last=True)
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
         qualname = f"{self.scope.qualname}.<lambda>"
@@ -652,6 +666,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
     def collect_facts(self, node: cst.Call, callee: Value) -> None:
         facts = self.scope.facts
         func = node.func
+        if callee == Ref(SET_EARLY_STOP):
+            self.switches_early_stop = True
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             receiver = func.value
@@ -820,7 +836,7 @@ def build_file_model(
     return FileModel(
         path, summary.name, tree, builder.sites, versions, index, settings,
         builder.functions, builder.lambdas, builder.runtime_attrs, builder.top_level, builder.cache_uses, builder.calls,
-        builder.wrapper_calls, grad_free_calls=builder.grad_free_calls,
+        builder.wrapper_calls, grad_free_calls=builder.grad_free_calls, switches_early_stop=builder.switches_early_stop,
     )
 
 

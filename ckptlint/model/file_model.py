@@ -41,6 +41,8 @@ class FileModel:
     calls: dict[str, list[CallRecord]] = field(default_factory=dict)
     # Calls of checkpoint wrappers made here; each becomes a site once the model is complete.
     wrapper_calls: list[WrapperCall] = field(default_factory=list)
+    # `set_checkpoint_early_stop(...)` is called in this file (torch's global switch of the early stop).
+    switches_early_stop: bool = False
     # Models called where autograd records nothing, as each enclosing function sees them.
     grad_free_calls: list[GradFreeCall] = field(default_factory=list)
     # Those of them that run a checkpoint (set by the engine once callers are known).

@@ -3,7 +3,7 @@ the names a body reads."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence, Union
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -101,3 +101,69 @@ def is_chain(node: cst.BaseExpression) -> bool:
     while isinstance(node, cst.Attribute):
         node = node.value
     return isinstance(node, cst.Name)
+
+
+def last_effects(body: Sequence[cst.BaseStatement]) -> Optional[list[cst.CSTNode]]:
+    """The statements that can be the last to do anything when `body` runs to its end: after them
+    only inert statements run (`return h`, `out = h`, `pass`: names, attributes, constants and
+    tuples of them, nothing that computes). A compound statement whose own expression runs last
+    (an `if` test that calls, a `with`) stands for itself. None when a loop or `try` holds the last
+    effect (it may run again, or be cut short by an exception)."""
+    for i in range(len(body) - 1, -1, -1):
+        statement = body[i]
+        if isinstance(statement, cst.SimpleStatementLine):
+            effects = [small for small in statement.body if not _inert_statement(small)]
+            if effects:
+                return [effects[-1]]
+        elif isinstance(statement, cst.If):
+            found: list[cst.CSTNode] = []
+            some_path_runs_no_block = False
+            branch: Optional[Union[cst.If, cst.Else]] = statement
+            while branch is not None:
+                if isinstance(branch, cst.If) and not _inert(branch.test):
+                    return found + [branch]
+                inner = last_effects(branch.body.body)
+                if inner is None:
+                    return None
+                found += inner
+                some_path_runs_no_block = some_path_runs_no_block or not inner or isinstance(branch, cst.If) and branch.orelse is None
+                branch = branch.orelse if isinstance(branch, cst.If) else None
+            if some_path_runs_no_block:
+                earlier = last_effects(body[:i])
+                if earlier is None:
+                    return None
+                found += earlier
+            return found
+        elif isinstance(statement, cst.With):
+            inner = last_effects(statement.body.body)
+            return inner if inner is None or inner else [statement]
+        elif not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            return None  # for / while / try / match
+    return []
+
+
+def _inert_statement(small: cst.BaseSmallStatement) -> bool:
+    if isinstance(small, cst.Pass):
+        return True
+    if isinstance(small, cst.Return):
+        return small.value is None or _inert(small.value)
+    if isinstance(small, cst.Expr):
+        return _inert(small.value)
+    if isinstance(small, cst.Assign):
+        return all(isinstance(t.target, cst.Name) for t in small.targets) and _inert(small.value)
+    return False
+
+
+def _inert(node: cst.BaseExpression) -> bool:
+    """Reads names and constants, compares with `is` / `is not`, negates: nothing autograd records."""
+    if isinstance(node, (cst.Name, cst.BaseNumber, cst.BaseString, cst.Ellipsis)):
+        return True
+    if isinstance(node, cst.Attribute):
+        return _inert(node.value)
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return all(isinstance(e, cst.Element) and _inert(e.value) for e in node.elements)
+    if isinstance(node, cst.Comparison):
+        return _inert(node.left) and all(isinstance(c.operator, (cst.Is, cst.IsNot)) and _inert(c.comparator) for c in node.comparisons)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        return _inert(node.expression)
+    return False

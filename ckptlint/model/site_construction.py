@@ -102,7 +102,7 @@ class SiteConstruction:
                 inputs = positional
         reaching = reaching_keywords(arguments)
         wrapper = self.wrapper_fn(arguments) if api.kind is ApiKind.APPLY_WRAPPER else None
-        preserve, preserve_node = self.preserve_rng_state(wrapper[1] if wrapper else arguments)
+        preserve, preserve_node = self.flag(wrapper[1] if wrapper else arguments, "preserve_rng_state")
         spec = self.wrappers.get(api.qualname) if api.kind is ApiKind.PROJECT_WRAPPER else None
         if spec is not None and spec.preserve_rng_state is not None and preserve_node is None:
             preserve, preserve_node = spec.preserve_rng_state, node  # the checkpoint-functions setting
@@ -120,6 +120,7 @@ class SiteConstruction:
             keywords=reaching,
             preserve_rng_state=preserve,
             preserve_rng_node=preserve_node,
+            early_stop=self.flag(wrapper[1] if wrapper else arguments, "early_stop")[0],
             rng_not_replayed=unreplayed,
             input_values=tuple(self.evaluate(a.value) for a in inputs if not a.star),
             keyword_values=tuple(self.evaluate(a.value) for a in reaching),
@@ -143,10 +144,12 @@ class SiteConstruction:
         names = free_names(body) - params
         return {name: value for name in sorted(names) if not isinstance(value := self.lookup(name), Unknown)}
 
-    def preserve_rng_state(self, arguments: CallArguments) -> tuple[Optional[bool], Optional[cst.CSTNode]]:
-        if "preserve_rng_state" not in arguments.keywords:
+    def flag(self, arguments: CallArguments, keyword: str) -> tuple[Optional[bool], Optional[cst.CSTNode]]:
+        """A boolean control keyword of torch's checkpoint (`preserve_rng_state`, `early_stop`: both
+        True by default) and where it is spelled; None when it is not known."""
+        if keyword not in arguments.keywords:
             return (None if arguments.unresolved_kwargs else True), None
-        value, node, _ = arguments.keywords["preserve_rng_state"]
+        value, node, _ = arguments.keywords[keyword]
         return (value.value if isinstance(value, Const) and isinstance(value.value, bool) else None), node
 
     def wrapper_fn(self, arguments: CallArguments) -> Optional[tuple[CheckpointApi, CallArguments]]:

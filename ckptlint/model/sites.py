@@ -73,6 +73,8 @@ class CheckpointSite:
     keywords: tuple[cst.Arg, ...] = ()  # keyword arguments that reach the callable
     preserve_rng_state: Optional[bool] = True
     preserve_rng_node: Optional[cst.CSTNode] = None
+    # `early_stop=` as passed (True, torch's default, when absent); None: not known.
+    early_stop: Optional[bool] = True
     # Why the recompute does not replay torch's RNG when no `preserve_rng_state=False` says so.
     rng_not_replayed: Optional[str] = None
     # For transformers enable calls / TrainingArguments: the kwargs dict as spelled.
@@ -168,6 +170,9 @@ class ContainerMutation:
     # "append", "update", ... for lists and dicts, "item" for `c[k] = v`, "inplace" for `t.add_(...)`.
     method: str = ""
     stores_tensor: bool = False  # what goes in is a tensor computed here
+    # The function's last effect: after it only inert statements run (shapes.last_effects), so
+    # nothing it does afterwards can save a tensor for backward.
+    last: bool = False
 
 
 @dataclass

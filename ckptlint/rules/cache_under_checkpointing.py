@@ -9,10 +9,11 @@ from ckptlint.fixes import no_cache
 from ckptlint.model.sites import ApiKind
 from ckptlint.rules import Diagnostic, Rule, callee_name, spelled
 from ckptlint.rules.side_effect_escapes import CHECKPOINTED, is_cache
-from ckptlint.versions import generation_loses_context
+from ckptlint.versions import generation_loses_context, recompute_stops_early
 
 if TYPE_CHECKING:
     from ckptlint.model.file_model import FileModel
+    from ckptlint.model.sites import CheckpointSite
 
 
 HF_NULLED_CACHES = frozenset({"past_key_values", "past_key_value", "layer_past"})
@@ -78,9 +79,17 @@ class CacheUnderCheckpointing(Rule):
                 continue
             # transformers' layer wrapper sets past_key_values=None while checkpointing.
             nulled = HF_NULLED_CACHES if site.kind in (ApiKind.HF_LAYER_CALL, ApiKind.HF_FUNC) else frozenset()
-            for part in model.region(site).parts:
+            region = model.region(site)
+            stops_early = recompute_stops_before_last_effect(model, site)
+            for part in region.parts:
                 for mutation in part.facts.mutations:
                     if mutation.method in ("", "inplace") or mutation.container in nulled:
+                        continue
+                    if stops_early and part is region.parts[0] and mutation.last and not mutation.also_read:
+                        # Every tensor the function saves is saved before the update, so the recompute
+                        # has stopped when it would reach it (measured: the cache keeps its length).
+                        # A cache it also reads is not exempt: a later chunk's update reaches an
+                        # earlier chunk's recompute.
                         continue
                     if mutation.owner == "param":
                         # A cache parameter matters only if the checkpoint call passes one in.
@@ -104,3 +113,13 @@ class CacheUnderCheckpointing(Rule):
                         path=part.model.path,
                         severity=Severity.ERROR if mutation.also_read else Severity.WARNING,
                     )
+
+
+def recompute_stops_before_last_effect(model: FileModel, site: CheckpointSite) -> bool:
+    """torch's checkpoint in non-reentrant mode with its early stop on (`early_stop=True`, the
+    default, and no `set_checkpoint_early_stop` in the file): the recompute ends once the last tensor
+    saved in forward is recomputed, so the checkpointed function's last effect never runs again."""
+    return (
+        site.kind is ApiKind.CHECKPOINT and site.mode.reentrant is False and site.early_stop is True
+        and not model.switches_early_stop and recompute_stops_early(model.versions.torch)
+    )

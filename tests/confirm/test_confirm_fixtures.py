@@ -233,6 +233,7 @@ LOOK_ALIKES = [
     ("gpt2_cross_attention.py", "Gpt2CrossDecoder", "hidden_states, present = block(", "CKPT003"),
     ("gpt2_cross_attention.py", "PositionalReusableSourceDecoder", "hidden_states, _ = block(", "CKPT003"),
     ("kv_cache_chunks.py", "PastInputEncoder", "checkpoint(", "CKPT004"),
+    ("kv_cache_chunks.py", "LastCachingAttention", "cache.append(", "CKPT004"),
     ("gpt2_cross_attention.py", "finetune", "use_cache=False", "CKPT004"),
     ("rl_rollouts.py", "rollout_step_in_eval_mode", "policy.generate(", "CKPT004"),
     ("rl_rollouts.py", "rollout_step_train_false", "policy.generate(", "CKPT004"),

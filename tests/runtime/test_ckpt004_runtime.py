@@ -66,6 +66,53 @@ def test_cache_read_and_appended_inside_region_reentrant(monkeypatch):
         fx.training_step(model, chunks, labels)
 
 
+@pytest.mark.parametrize("num_chunks", [1, 2])
+def test_cache_appended_after_the_last_saving_operation_is_not_appended_again(num_chunks):
+    """Non-reentrant early stop: the recompute ends once the last tensor saved in forward is
+    recomputed, before the append (rules/CKPT004.md, "Early stop")."""
+    model, model_ref, chunks, labels, loss_ref, cache_ref = run_both("LastCachedEncoder", num_chunks)
+    loss, cache = fx.training_step(model, chunks, labels)
+    assert len(cache) == len(cache_ref) == num_chunks
+    assert torch.equal(loss, loss_ref)
+    assert_same_grads(grads(model), grads(model_ref))
+
+
+@pytest.mark.parametrize("mode", ["reentrant", "early stop off"])
+def test_cache_appended_after_the_last_saving_operation_without_early_stop_is_appended_twice(mode, monkeypatch):
+    model, model_ref, chunks, labels, loss_ref, cache_ref = run_both("LastCachedEncoder", 2)
+    if mode == "reentrant":
+        real = torch.utils.checkpoint.checkpoint
+        monkeypatch.setattr(fx, "checkpoint", lambda fn, *a, use_reentrant=None, **kw: real(fn, *a, use_reentrant=True, **kw))
+        loss, cache = fx.training_step(model, chunks, labels)
+    else:
+        with torch.utils.checkpoint.set_checkpoint_early_stop(False):
+            loss, cache = fx.training_step(model, chunks, labels)
+    assert len(cache_ref) == 2
+    assert len(cache) == 4
+
+
+@pytest.mark.parametrize("where, repeated", [("after", False), ("before", True)])
+def test_dynamic_cache_update_repeats_only_before_the_last_saving_operation(where, repeated):
+    """transformers' DynamicCache.update inside a non-reentrant checkpoint (torch's default early stop)."""
+    cache_utils = pytest.importorskip("transformers.cache_utils")
+    torch.manual_seed(0)
+    kv, out = torch.nn.Linear(8, 16), torch.nn.Linear(8, 8)
+    cache = cache_utils.DynamicCache()
+
+    def step(x):
+        k, v = kv(x).chunk(2, dim=-1)
+        if where == "before":
+            cache.update(k.unsqueeze(1), v.unsqueeze(1), 0)
+            return torch.tanh(out(k * v))
+        h = torch.tanh(out(k * v))
+        cache.update(k.unsqueeze(1), v.unsqueeze(1), 0)
+        return h
+
+    x = torch.randn(2, 3, 8, requires_grad=True)
+    torch.utils.checkpoint.checkpoint(step, x, use_reentrant=False).sum().backward()
+    assert cache.get_seq_length() == (6 if repeated else 3)
+
+
 @pytest.mark.parametrize("num_chunks", [1, 3])
 def test_past_as_positional_inputs_is_correct(num_chunks):
     model, model_ref, chunks, labels, loss_ref, cache_ref = run_both("PastInputEncoder", num_chunks)
