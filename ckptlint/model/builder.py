@@ -35,7 +35,7 @@ from ckptlint.model.dataflow import Dataflow, entry_value, loader_batch
 from ckptlint.model.evaluation import Evaluation
 from ckptlint.model.file_model import FileModel
 from ckptlint.model.held_models import HeldModels
-from ckptlint.model.hf_configs import with_setting
+from ckptlint.model.hf_configs import CACHE, is_config, tracked_settings, with_setting
 from ckptlint.model.model_states import bind_model, forget_modes, state_of
 from ckptlint.model.scope import GRAD_ENABLED, GRAD_UNCHANGED, GradMark, Scope
 from ckptlint.model.shapes import dotted, ends_with_return, free_names, is_self, last_effects, module_gates, none_test, training_test
@@ -435,9 +435,11 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         if model is not None and value == Const(True):
             if attr == "gradient_checkpointing" and "." not in model:
                 scope.checkpointed_models.setdefault(model, statement)
-            elif attr == "use_cache" and model.endswith(".config") and scope.model_modes.get(model[: -len(".config")]) is not False:
+            elif attr == CACHE and model.endswith(".config") and scope.model_modes.get(model[: -len(".config")]) is not False:
                 # In eval() mode transformers does not checkpoint, so the cache is kept (generation).
                 self.spell_cache(model[: -len(".config")], statement, "use_cache")
+        elif model is not None and attr == CACHE and model.endswith(".config") and not scope.branch_depth:
+            self.unspell_cache(model[: -len(".config")])  # `model.config.use_cache = False` (or a flag) before training
         if attr == "requires_grad" and isinstance(owner, cst.Name) and isinstance(value, Const) and isinstance(value.value, bool):
             grad = Grad.REQUIRED if value.value else Grad.NONE
             scope.bindings[owner.value] = Tensor(grad, f"`{owner.value}.requires_grad` set to {value.value}")
@@ -464,6 +466,32 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         if isinstance(stashed_on, ModuleObject) and scope.kind == "function":
             for cls in stashed_on.classes:
                 self.runtime_attrs.setdefault(cls, {}).setdefault(attr, (statement, value))
+
+    def note_config_update(self, node: cst.Call, callee: Value) -> None:
+        """`setattr(config, "use_cache", True)`, `config.update({"use_cache": True})` or
+        `config.update(use_cache=True)` on a transformers config or a model's `.config`: each setting
+        is stored like `config.use_cache = True`; one the code does not show makes every tracked one unknown."""
+        if callee == Ref("builtins.setattr") and len(node.args) == 3 and not any(a.keyword or a.star for a in node.args):
+            owner = node.args[0].value
+        elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "update" and len([a for a in node.args if not a.keyword]) <= 1:
+            owner = node.func.value
+        else:
+            return
+        target = self.evaluate(owner)
+        on_model = (dotted(owner) or "").endswith(".config")
+        if not (on_model or is_config(target)):
+            return
+        if isinstance(node.func, cst.Attribute) and owner is node.func.value:
+            given = self.dict_from_arguments(node, [a if a.keyword else a.with_changes(star="**") for a in node.args])
+            shown, settings = given.complete, given.entries
+        else:
+            attr = self.evaluate(node.args[1].value)
+            shown = isinstance(attr, Const) and isinstance(attr.value, str)
+            settings = {attr.value: self.evaluate(node.args[2].value)} if shown else {}  # type: ignore[union-attr]
+        if not shown:
+            settings = {**{attr: UNKNOWN for attr in tracked_settings(target)}, **({CACHE: UNKNOWN} if on_model else {}), **settings}
+        for attr, value in settings.items():
+            self.store_attribute(cst.Attribute(value=owner, attr=cst.Name(attr)), value, node)
 
     def forget_contents(self, receiver: cst.BaseExpression) -> None:
         """A literal list or dict changed after it was built no longer holds what the literal says, nor
@@ -556,13 +584,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
                 self.note_fresh(target.target.value, node.value, value)
             bind_model(self, target.target, node.value)
             if isinstance(target.target, cst.Name) and isinstance(node.value, cst.Call):
-                # `model = AutoModel.from_pretrained(..., use_cache=True)`
-                for arg in node.value.args:
-                    if arg.keyword and arg.keyword.value == "use_cache" and self.evaluate(arg.value) == Const(True):
-                        self.spell_cache(target.target.value, arg, "use_cache")
-                callee = self.evaluate(node.value.func)
-                if isinstance(callee, Ref) and self.index.returns_cached_model(callee.qualname):
-                    self.spell_cache(target.target.value, node.value, "use_cache")  # `model = load_model(name)`
+                self.note_cached_model(target.target.value, node.value, value)
 
     def note_fresh(self, name: str, expression: cst.BaseExpression, value: Value) -> None:
         """In a loop body: whether `name` now holds a tensor made in this iteration from leaves only (a
@@ -600,6 +622,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
     def leave_Call(self, node: cst.Call) -> None:
         callee = self.evaluate(node.func)
         self.collect_facts(node, callee)
+        self.note_config_update(node, callee)
         self.note_model_call(node)
         targets, bound = self.call_targets(callee)
         if targets:

@@ -51,7 +51,7 @@ from ckptlint.model.values import (
     merge,
 )
 
-BUILTINS = frozenset({"dict", "list", "tuple", "print", "len", "range", "enumerate", "zip", "super", "isinstance"})
+BUILTINS = frozenset({"dict", "list", "tuple", "print", "len", "range", "enumerate", "zip", "super", "isinstance", "setattr"})
 _NUMBERS = (cst.Integer, cst.Float)
 _SEQUENCES = (cst.Tuple, cst.List, cst.Set)
 # The node classes `evaluate` tells apart, in the order it tests them.

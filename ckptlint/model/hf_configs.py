@@ -7,6 +7,11 @@ non-zero, the gradients differ from the un-checkpointed model (relative 0.6-2.5)
 stream moves; with every one of them at 0.0 they are identical. GPT-2's `embd_pdrop` is not listed:
 it drops the embeddings, before the first checkpointed block (alone, the gradients are identical).
 A family missing here is unknown, and so is a setting the code does not show.
+
+Whatever the family, a config also carries `use_cache`, which every transformers model reads:
+a config with `use_cache=True` handed to a model (`from_pretrained(name, config=config)`,
+`LlamaForCausalLM(config)`, `AutoModelForCausalLM.from_config(config)`) is a model that caches
+(CKPT004). Only a setting the code spells counts: a class default or a checkpoint's value is unknown.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ MEASURED_ON = "transformers 5.23.0 and 4.57.1"
 # `GPT2LMHeadModel`, `T5EncoderModel`); `Qwen2MoeForCausalLM` or `Llama4Model` are other families.
 _FAMILY_CLASS = re.compile(r"^(?P<family>{})(?P<kind>Config|Model|LMHeadModel|EncoderModel|For[A-Z][A-Za-z]*)$".format("|".join(LAYER_DROPOUT)))
 _CONSTRUCTORS = ("from_pretrained", "from_config")
+# Model classes of any family: `AutoModelForCausalLM`, `GPTNeoXForCausalLM`, `T5EncoderModel`.
+_MODEL_CLASS = re.compile(r"^(AutoModel[A-Za-z]*|[A-Z][A-Za-z0-9]*(Model|For[A-Z][A-Za-z]*))$")
+CACHE = "use_cache"
 
 
 def _named_class(qualname: str) -> tuple[str, Optional[str]]:
@@ -45,56 +53,79 @@ def _named_class(qualname: str) -> tuple[str, Optional[str]]:
 
 def built_config(evaluate: Callable[[cst.BaseExpression], Value], qualname: str, node: cst.Call) -> Optional[HfConfig]:
     """The config a transformers call builds or builds its model from: `BertConfig(...)`,
-    `BertConfig.from_pretrained(name, ...)`, `BertForMaskedLM(config)`, `AutoModel.from_config(config)`,
-    `BertModel.from_pretrained(name, hidden_dropout_prob=0.0)` (None: not one the table knows)."""
+    `AutoConfig.from_pretrained(name, use_cache=True)`, `BertForMaskedLM(config)`,
+    `AutoModel.from_config(config)`, `BertModel.from_pretrained(name, hidden_dropout_prob=0.0)`
+    (None: not a config or model, or built from a config the code does not show)."""
     if not qualname.startswith("transformers."):
         return None
     name, method = _named_class(qualname)
     matched = _FAMILY_CLASS.match(name)
     family = matched.group("family") if matched else None
-    positional = [a.value for a in node.args if a.keyword is None and not a.star]
     keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
-    spread = any(a.star for a in node.args)
-    if matched and matched.group("kind") == "Config":
+    if name.endswith("Config"):
         # A checkpoint's config, or one `**kwargs` may change, keeps no visible default.
-        return _settings(evaluate, family, keywords, defaults=method is None and not spread)
+        return _settings(evaluate, family, keywords, defaults=family is not None and method is None and not any(a.star for a in node.args))
+    if not _MODEL_CLASS.match(name):
+        return None
     if method == "from_pretrained" and "config" not in keywords:
         return _settings(evaluate, family, keywords, defaults=False)
-    if family is None and not name.startswith("Auto"):
-        return None  # a model class the table does not know builds its layers its own way
-    config_arg = keywords.get("config", positional[0] if positional and method != "from_pretrained" else None)
-    config = evaluate(config_arg) if config_arg is not None else None
-    if not (isinstance(config, Instance) and config.config is not None) or family not in (None, config.config.family):
+    handed = config_argument(node, method)
+    config = evaluate(handed.value) if handed is not None else None
+    if not (isinstance(config, Instance) and config.config is not None):
         return None
-    return config.config
+    if family is None and name.startswith("Auto") or family == config.config.family:
+        return config.config
+    # A model class the table does not know builds its layers its own way: only the cache is known.
+    return HfConfig(None, tuple((k, v) for k, v in config.config.settings if k == CACHE), defaults=False)
 
 
-def _settings(evaluate: Callable[[cst.BaseExpression], Value], family: Optional[str], keywords: dict[str, cst.BaseExpression], defaults: bool) -> Optional[HfConfig]:
-    if family is None:
-        return None
-    attributes = LAYER_DROPOUT[family]
+def config_argument(node: cst.Call, method: Optional[str]) -> Optional[cst.Arg]:
+    """The argument handing a model its config: `config=` or, but for `from_pretrained`, the first positional."""
+    keyword = next((a for a in node.args if a.keyword is not None and a.keyword.value == "config"), None)
+    if keyword is not None or method == "from_pretrained":
+        return keyword
+    return next((a for a in node.args if a.keyword is None and not a.star), None)
+
+
+def _tracked(family: Optional[str]) -> frozenset[str]:
+    return frozenset({*LAYER_DROPOUT.get(family or "", {}), CACHE})
+
+
+def tracked_settings(value: Optional[Value]) -> frozenset[str]:
+    """The attributes of a transformers config the analysis follows (empty: not a config)."""
+    return _tracked(value.config.family) if is_config(value) else frozenset()  # type: ignore[union-attr]
+
+
+def _settings(evaluate: Callable[[cst.BaseExpression], Value], family: Optional[str], keywords: dict[str, cst.BaseExpression], defaults: bool) -> HfConfig:
+    attributes = _tracked(family)
     return HfConfig(family, tuple((k, evaluate(v)) for k, v in keywords.items() if k in attributes), defaults)
 
 
-def _is_config(instance: Instance) -> bool:
-    matched = _FAMILY_CLASS.match(_named_class(instance.ctor)[0])
-    return matched is not None and matched.group("kind") == "Config"
+def is_config(value: Optional[Value]) -> bool:
+    """A transformers config (`LlamaConfig(...)`, `AutoConfig.from_pretrained(...)`), not a model built from one."""
+    return isinstance(value, Instance) and value.config is not None and _named_class(value.ctor)[0].endswith("Config")
 
 
 def is_transformers_model(value: Optional[Value]) -> bool:
-    """A model of a family the table knows (`AutoModel.from_config(...)` too), built from a config the code shows."""
-    return isinstance(value, Instance) and value.config is not None and not _is_config(value)
+    """A transformers model (`AutoModel.from_config(...)` too) built from a config the code shows."""
+    return isinstance(value, Instance) and value.config is not None and not is_config(value)
+
+
+def caches(value: Optional[Value]) -> bool:
+    """A transformers model whose config visibly sets `use_cache=True`."""
+    return is_transformers_model(value) and dict(value.config.settings).get(CACHE) == Const(True)  # type: ignore[union-attr]
 
 
 def with_setting(value: Optional[Value], attr: str, setting: Value, conditional: bool) -> Optional[Instance]:
-    """`config.<attr> = setting` on a config the table knows: the config with it (None: nothing to record);
+    """`config.<attr> = setting` (`setattr`, `config.update(...)`) on a config: the config with it (None: nothing to record);
     `conditional`: under an `if`, so either value may hold after it. Setting a model's attribute or
     its `model.config` changes nothing: its layers copied the values when built."""
-    if not isinstance(value, Instance) or value.config is None or attr not in LAYER_DROPOUT[value.config.family] or not _is_config(value):
+    if not is_config(value) or attr not in _tracked(value.config.family):  # type: ignore[union-attr]
         return None
     settings = dict(value.config.settings)
     if conditional:
-        before = settings.get(attr, Const(LAYER_DROPOUT[value.config.family][attr]) if value.config.defaults else UNKNOWN)
+        default = LAYER_DROPOUT.get(value.config.family or "", {}).get(attr)
+        before = settings.get(attr, Const(default) if value.config.defaults and default is not None else UNKNOWN)
         setting = merge(before, setting)
     kept = tuple((k, v) for k, v in settings.items() if k != attr)
     return replace(value, config=replace(value.config, settings=(*kept, (attr, setting))))
@@ -108,7 +139,7 @@ def layer_dropout(value: Optional[Value]) -> list[str]:
     config = value.config
     settings = dict(config.settings)
     drawn = []
-    for attr, default in LAYER_DROPOUT[config.family].items():
+    for attr, default in LAYER_DROPOUT.get(config.family or "", {}).items():
         if attr in settings:
             setting, spelled = settings[attr], f"{attr}={getattr(settings[attr], 'value', None)!r}"
         elif config.defaults:

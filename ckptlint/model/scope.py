@@ -55,7 +55,8 @@ class Scope:
     seeded_modes: set[str] = field(default_factory=set)
     seeded_checkpointing: set[str] = field(default_factory=set)
     trained_models: set[str] = field(default_factory=set)  # a Trainer's `train()` has returned
-    cache_spellings: list[tuple[str, cst.CSTNode, str]] = field(default_factory=list)
+    # (model, where, kind, on its config) of caching spelled for a model (TrainingScriptFacts.spell_cache).
+    cache_spellings: list[tuple[str, cst.CSTNode, str, bool]] = field(default_factory=list)
     # Parameters rebound as tensors by `name.requires_grad_(...)`, which returns the same object.
     in_place: dict[str, Value] = field(default_factory=dict)
     # Per enclosing `for` loop, innermost last: the names its body has assigned so far.

@@ -8,10 +8,11 @@ from typing import Optional, Union
 import libcst as cst
 
 from ckptlint.model.apis import HF_TRAINERS
+from ckptlint.model.hf_configs import CACHE, caches, config_argument
 from ckptlint.model.model_states import HF_DISABLE_METHODS, model_key, resolved, set_state, state_of
 from ckptlint.model.scope import Scope
 from ckptlint.model.sites import ApiKind, CacheUse, CallRecord, GradFreeCall, ModelHandOff, ModelState
-from ckptlint.model.values import Const, Instance, ModuleObject, Param, Ref
+from ckptlint.model.values import Const, Instance, ModuleObject, Param, Ref, Value
 
 
 # Methods of a model that the facts here follow; any other `self.<attr>(...)` calls the attribute.
@@ -23,7 +24,7 @@ class TrainingScriptFacts:
 
     def finish_cache_uses(self, scope: Scope) -> None:
         """Caching spelled for a model whose checkpointing this scope switches on (in any order)."""
-        for model, node, kind in scope.cache_spellings:
+        for model, node, kind, _ in scope.cache_spellings:
             if model in scope.checkpointed_models:
                 self.cache_uses.append(CacheUse(node, kind, model, scope.checkpointed_models[model]))
 
@@ -83,10 +84,30 @@ class TrainingScriptFacts:
             scope.checkpointed_models.pop(key, None)
             self.held.note_disabled(self, key)
 
-    def spell_cache(self, model: str, node: cst.CSTNode, kind: str) -> None:
-        """Caching spelled for `model`, unless its training is over (after `trainer.train()` returned)."""
+    def spell_cache(self, model: str, node: cst.CSTNode, kind: str, on_config: bool = True) -> None:
+        """Caching spelled for `model` (`on_config`: on its config, which a later `use_cache = False`
+        undoes; else for one call), unless its training is over (after `trainer.train()` returned)."""
         if model not in self.scope.trained_models:
-            self.scope.cache_spellings.append((model, node, kind))
+            self.scope.cache_spellings.append((model, node, kind, on_config))
+
+    def unspell_cache(self, model: str) -> None:
+        """`model.config.use_cache = False`: what its config said before no longer holds."""
+        self.scope.cache_spellings = [s for s in self.scope.cache_spellings if s[0] != model or not s[3]]
+
+    def note_cached_model(self, name: str, call: cst.Call, value: Value) -> None:
+        """`name = call` building a model that caches: `from_pretrained(..., use_cache=True)` (the
+        keyword), `from_pretrained(name, config=config)` / `LlamaForCausalLM(config)` with a config that
+        sets `use_cache=True` (the argument handing it over), a project function that returns one (the call)."""
+        keyword = next((a for a in call.args if a.keyword and a.keyword.value == CACHE and self.evaluate(a.value) == Const(True)), None)
+        callee = self.evaluate(call.func)
+        if keyword is not None:
+            self.spell_cache(name, keyword, "use_cache")
+        elif isinstance(callee, Ref) and self.index.returns_cached_model(callee.qualname):
+            self.spell_cache(name, call, "use_cache")  # `model = load_model(name)`
+        elif caches(value):
+            built_here = isinstance(value, Instance) and value.node is call and isinstance(callee, Ref)
+            handed = config_argument(call, callee.qualname.rsplit(".", 1)[-1]) if built_here else None  # type: ignore[union-attr]
+            self.spell_cache(name, handed or call, "use_cache")
 
     def note_model_handoffs(self, targets: tuple[str, ...], call: CallRecord, arguments: list[tuple[Union[int, str], cst.CSTNode]]) -> None:
         """Models (by name or `self` attribute) handed to project functions: where autograd is off, a
@@ -162,9 +183,9 @@ class TrainingScriptFacts:
             name = arg.keyword.value if arg.keyword else None
             value = self.evaluate(arg.value) if name else None
             if name == "use_cache" and value == Const(True):
-                self.spell_cache(model, arg, "use_cache")
+                self.spell_cache(model, arg, "use_cache", on_config=False)
             elif name in ("past_key_values", "past_key_value") and value != Const(None):
-                self.spell_cache(model, arg, "past_key_values")
+                self.spell_cache(model, arg, "past_key_values", on_config=False)
 
     def note_trainer(self, node: cst.Call) -> Optional[str]:
         """`Trainer(model, args, ...)` (or by keyword) with checkpointing TrainingArguments: the

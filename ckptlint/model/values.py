@@ -148,10 +148,11 @@ class Instance:
 @dataclass(frozen=True)
 class HfConfig:
     """What the code shows of a transformers config: its model family ("Bert" for `BertConfig` and
-    the Bert models), the attributes it sets (keywords, assignments), and whether the others keep
-    the config class's defaults (built by its constructor) or come from a checkpoint (unknown)."""
+    the Bert models; None for a family the dropout table does not know, or `AutoConfig`), the
+    attributes it sets (keywords, assignments), and whether the others keep the config class's
+    defaults (built by its constructor) or come from a checkpoint (unknown)."""
 
-    family: str
+    family: Optional[str]
     settings: tuple[tuple[str, "Value"], ...]
     defaults: bool
 

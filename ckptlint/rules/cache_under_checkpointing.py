@@ -30,8 +30,14 @@ class CacheUnderCheckpointing(Rule):
 
         for use in model.cache_uses:
             if use.kind == "use_cache":
-                # A call: a project function that returns the model built with caching on.
-                by = f" (`{spelled(use.node.func)}` returns it built with caching on)" if isinstance(use.node, cst.Call) else ""
+                # A call: a project function that returns the model built with caching on; an argument
+                # other than `use_cache=`: the config the model is built from.
+                if isinstance(use.node, cst.Call):
+                    by = f" (`{spelled(use.node.func)}` returns it built with caching on)"
+                elif isinstance(use.node, cst.Arg) and (use.node.keyword is None or use.node.keyword.value != "use_cache"):
+                    by = f" (built from `{spelled(use.node.value)}`, a config that sets `use_cache=True`)"
+                else:
+                    by = ""
                 yield Diagnostic(
                     use.node,
                     f"`use_cache=True` for `{use.model}`{by}, whose gradient checkpointing is on in this training code: transformers "
