@@ -3,14 +3,15 @@ and their inputs.
 
 Runs in the confirm child only. `from_pretrained(name, **kwargs)` cannot download anything there;
 `offline_from_pretrained()` makes it build the same class from a tiny instance of its
-`config_class` (for an Auto class, the config whose model type the name spells), with the
-keyword arguments that are config fields applied (`use_cache=True`, `num_labels=3`), and records
+`config_class` (for an Auto class, the config whose model type the name spells), or from a copy
+of the config object passed as `config=`, with the keyword arguments that are config fields applied (`use_cache=True`, `num_labels=3`), and records
 what it built for the evidence.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import sys
 from typing import Any, Iterator, Optional
 
@@ -97,26 +98,36 @@ def offline_from_pretrained(built: list[str]) -> Iterator[None]:
     import transformers.tokenization_utils_base  # noqa: F401  (patched in _offline_tokenizers)
 
     base = modeling_utils.PreTrainedModel
+    config_base = sys.modules["transformers"].PretrainedConfig
     auto_base = getattr(auto, "_BaseAutoModelClass", None)
     owners = [base, *(_subclasses(auto_base) if auto_base is not None else ())]
     originals = [(owner, owner.__dict__["from_pretrained"]) for owner in owners if "from_pretrained" in owner.__dict__]
 
     def from_pretrained(cls: type, name: Any = None, *args: Any, **kwargs: Any) -> Any:
-        config_class = _config_class_for(cls, name)
-        if config_class is None:
-            raise OSError(f"--confirm cannot download {name!r} and cannot tell its model type from the name")
-        fields = config_class()
-        applied = {k: v for k, v in kwargs.items() if k not in _LOADING_KEYWORDS and hasattr(fields, k)}
-        config = tiny_config(config_class, **applied)
+        given = kwargs.get("config")
+        if isinstance(given, config_base):
+            # A config object the code built (`config=config`): its settings are the ones it trains with.
+            config = copy.deepcopy(given)
+            applied = {k: v for k, v in kwargs.items() if k not in _LOADING_KEYWORDS and hasattr(config, k)}
+            for key, value in applied.items():
+                setattr(config, key, value)
+            config_class = type(config)
+        else:
+            config_class = _config_class_for(cls, name)
+            if config_class is None:
+                raise OSError(f"--confirm cannot download {name!r} and cannot tell its model type from the name")
+            fields = config_class()
+            applied = {k: v for k, v in kwargs.items() if k not in _LOADING_KEYWORDS and hasattr(fields, k)}
+            config = tiny_config(config_class, **applied)
         if auto_base is not None and issubclass(cls, auto_base):
             model = cls.from_config(config)
         else:
             model = cls(config)
         model.eval()  # as from_pretrained leaves it
         shown = ", ".join(f"{k}={v!r}" for k, v in applied.items())
+        source = f"the {config_class.__name__} passed as config=" if isinstance(given, config_base) else f"a tiny {config_class.__name__}"
         built.append(
-            f"{cls.__name__}.from_pretrained({name!r}) built {type(model).__name__} from a tiny "
-            f"{config_class.__name__}" + (f" with {shown}" if shown else "") + " (no download)"
+            f"{cls.__name__}.from_pretrained({name!r}) built {type(model).__name__} from {source}" + (f" with {shown}" if shown else "") + " (no download)"
         )
         return model
 
