@@ -28,6 +28,7 @@ def findings(body: str, transformers: str = "5.23") -> set[tuple[int, str]]:
         # A family the dropout table does not know still reads `use_cache`.
         (f"config = GPTNeoXConfig(use_cache=True)\nmodel = GPTNeoXForCausalLM(config)\n{ENABLE}\n", {(2, "CKPT004")}),
         (f"model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(name, use_cache=True))\n{ENABLE}\n", {(1, "CKPT004")}),
+        (f"config = AutoConfig.from_pretrained(name, use_cache=True)\nmodel = AutoModelForCausalLM.from_config(config).to('cpu').train()\n{ENABLE}\n", {(2, "CKPT004")}),
         # Checkpointing switched on after the model is built, `use_cache` set later: still on while training.
         (f"{ENABLE.replace('model.', 'other.')}\nconfig = AutoConfig.from_pretrained(name)\nsetattr(config, 'use_cache', True)\n{LOAD}\n{ENABLE}\n", {(4, "CKPT004")}),
         # Undone before training, or not known to be True.
@@ -46,6 +47,13 @@ def findings(body: str, transformers: str = "5.23") -> set[tuple[int, str]]:
 )
 def test_config_cache(body, expected):
     assert findings(body) == expected
+
+
+def test_config_cache_points_at_the_config_handed_over():
+    """Not at a method chained on the model (`.to(...)`), which returns the same model."""
+    source = f"from transformers import AutoConfig, AutoModelForCausalLM\n\n\ndef finetune(name):\n    config = AutoConfig.from_pretrained(name, use_cache=True)\n    model = AutoModelForCausalLM.from_config(config).to('cpu')\n    {ENABLE}\n"
+    (finding,) = lint_text(source).findings
+    assert (finding.line, finding.column) == (6, 46) and "built from `config`" in finding.message
 
 
 def test_config_cache_under_4x_semantics():

@@ -105,8 +105,11 @@ class TrainingScriptFacts:
         elif isinstance(callee, Ref) and self.index.returns_cached_model(callee.qualname):
             self.spell_cache(name, call, "use_cache")  # `model = load_model(name)`
         elif caches(value):
-            built_here = isinstance(value, Instance) and value.node is call and isinstance(callee, Ref)
-            handed = config_argument(call, callee.qualname.rsplit(".", 1)[-1]) if built_here else None  # type: ignore[union-attr]
+            built = call
+            while built is not value.node and isinstance(built.func, cst.Attribute) and isinstance(built.func.value, cst.Call):
+                built = built.func.value  # `AutoModel.from_config(config).to(device)`
+            built_here = built is value.node and isinstance(value, Instance)
+            handed = config_argument(built, value.ctor.rsplit(".", 1)[-1]) if built_here else None  # type: ignore[union-attr]
             self.spell_cache(name, handed or call, "use_cache")
 
     def note_model_handoffs(self, targets: tuple[str, ...], call: CallRecord, arguments: list[tuple[Union[int, str], cst.CSTNode]]) -> None:
