@@ -1553,6 +1553,7 @@ class ProjectIndex:
         self._bound_as: Optional[dict[str, list[tuple[str, str]]]] = None
         self._subclasses: Optional[dict[str, list[str]]] = None
         self._subclasses_of: dict[str, list[str]] = {}
+        self._redefinitions: dict[tuple[str, str], list[str]] = {}
         self._readers: dict[str, dict[str, list[int]]] = {}
         self._callers: dict[str, list[tuple[ModuleSummary, Optional[str]]]] = {}
         self._read_only_in: dict[tuple[str, str], bool] = {}
@@ -2016,6 +2017,17 @@ class ProjectIndex:
                         found.append(sub)
                         work.append(sub)
             self._subclasses_of[key] = found
+        return found
+
+    def redefinitions(self, owner: str, method: str) -> list[str]:
+        """The methods of project subclasses of `owner` that define `method` again (memoized: asked per
+        method a model is handed to, each a scan of the subclasses, thousands under PreTrainedModel)."""
+        key = (owner, method)
+        found = self._redefinitions.get(key)
+        if found is None:
+            found = self._redefinitions[key] = [
+                f"{sub}.{method}" for sub in self.subclasses(owner) if (summary := self.class_(sub)) is not None and method in summary.methods
+            ]
         return found
 
     def is_top_level_model(self, class_qualname: str) -> bool:

@@ -293,7 +293,7 @@ class Resolver:
     def overrides(self, method: str) -> list[str]:
         """The methods of project subclasses that define the method again."""
         owner, _, name = method.rpartition(".")
-        return [f"{sub}.{name}" for sub in self.model.index.subclasses(owner) if (summary := self.model.index.class_(sub)) is not None and name in summary.methods]
+        return self.model.index.redefinitions(owner, name)
 
     def partial(self, value: Partial, depth: int) -> Value:
         func = self.value(value.func, depth)
