@@ -46,6 +46,8 @@ def grad_free_checkpoints(model: "FileModel", resolver: "Resolver") -> list[Grad
 
 
 def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> Iterator[GradFreeCheckpoint]:
+    if call.state.training is not True and (call.param is None or call.function is None):
+        return  # neither in train mode here nor handed in by callers: no verdict, whatever it hands over
     through = ""
     if call.handoff is not None:
         run = resolver.runs_handed(call.handoff)
@@ -58,8 +60,6 @@ def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> I
         if reached:
             reached = through + reached
             yield GradFreeCheckpoint(call, reached, f"`{call.model}` is in train mode here (no `.eval()` since it was built or `.train()` was called)")
-        return
-    if call.param is None or call.function is None:
         return
     facts = resolver.facts(call.function)
     calls = resolver.callers(call.function)
