@@ -457,9 +457,12 @@ class _Summarizer:
     def summarize(self, tree: ast.Module, path: str, source: str) -> ModuleSummary:
         # Functions of this module that hand back the object they are given (`def freeze(m): ...; return m`).
         self.pass_through: set[str] = set()
+        self.functions_here: set[str] = set()
         for stmt in _module_level(tree.body):
             if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.local_names.add(stmt.name)
+                if not isinstance(stmt, ast.ClassDef):
+                    self.functions_here.add(f"{self.module}.{stmt.name}")
                 if not isinstance(stmt, ast.ClassDef) and _returns_first_param(stmt):
                     self.pass_through.add(f"{self.module}.{stmt.name}")
             elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
@@ -1127,14 +1130,21 @@ class _Reads:
                         self.stashes = True  # `block.x = ...`, `self.block.x = ...`: state on a module
                     continue
                 if models is not None and (kind is ast.Assign or kind is ast.Call):
-                    model = _model_built(summarizer, node)
-                    if model is not None:
-                        models.append(model)
+                    built_models = _models_built(summarizer, node)
+                    if built_models:
+                        models.extend(built_models)
                         if kind is ast.Assign:
-                            # `model = freeze(Net())`: the helper hands `Net()` back, so it is the model, not a part.
-                            handed_back.update(map(id, _handed_back(summarizer, node.value)))
-                    elif kind is ast.Call and not summarizer.trains:
-                        summarizer.trains = _trains(summarizer, node)
+                            # `model = freeze(Net())`: the helper hands `Net()` back, so it is the model, not a part
+                            # (nor is each of `student, teacher = Net(), Net()`).
+                            values = _assigned_values(node)
+                            handed_back.update(id(c) for v in values for c in (v, *_handed_back(summarizer, v)))
+                    elif kind is ast.Call:
+                        # `train(Net(), loader)`: a model built for a function of this module is whole, not a part.
+                        for built_model, argument in _handed_to_functions(summarizer, node):
+                            models.append(built_model)
+                            handed_back.add(id(argument))
+                        if not summarizer.trains:
+                            summarizer.trains = _trains(summarizer, node)
                 if kind is ast.Return:
                     candidates = [node.value] if node.value is not None else []
                 elif kind is ast.List or kind is ast.Tuple or kind is ast.Set:
@@ -1311,19 +1321,35 @@ def _is_type_check(call: ast.Call) -> bool:
     return type(func) is ast.Name and func.id in ("isinstance", "issubclass") and len(call.args) == 2
 
 
-def _model_built(summarizer: "_Summarizer", node: ast.AST) -> Optional[str]:
-    """The project class that script code builds as a model: `model = Net(...)`, also through
-    `Net(...).to(device)` and the like and through helpers it is handed to first
-    (`model = freeze(Net())`), or `Net.from_pretrained(...)` anywhere in it."""
+def _models_built(summarizer: "_Summarizer", node: ast.AST) -> list[str]:
+    """The project classes that script code builds as models: `model = Net(...)` (or
+    `student, teacher = Net(), Net()`), also through `Net(...).to(device)` and the like and through
+    helpers it is handed to first (`model = freeze(Net())`), or `Net.from_pretrained(...)` anywhere in it."""
     if isinstance(node, ast.Call):
         func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in _MODEL_LOADERS:
-            return _project_name(summarizer, func.value)
-        return None
+        loaded = _project_name(summarizer, func.value) if isinstance(func, ast.Attribute) and func.attr in _MODEL_LOADERS else None
+        return [loaded] if loaded else []
     assert isinstance(node, ast.Assign)
-    value = node.value
-    if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(value, ast.Call)):
-        return None
+    return [name for value in _assigned_values(node) if (name := _constructed(summarizer, value)) is not None]
+
+
+def _assigned_values(node: ast.Assign) -> list[ast.Call]:
+    """The calls an assignment binds to plain names: `a = f()`, `a, b = f(), g()`."""
+    if len(node.targets) != 1:
+        return []
+    target, value = node.targets[0], node.value
+    if isinstance(target, ast.Name):
+        pairs = [(target, value)]
+    elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+        pairs = list(zip(target.elts, value.elts))
+    else:
+        return []
+    return [v for t, v in pairs if isinstance(t, ast.Name) and isinstance(v, ast.Call)]
+
+
+def _constructed(summarizer: "_Summarizer", value: ast.Call) -> Optional[str]:
+    """The project class `Net(...)` builds, also through `Net(...).to(device)` and the like and
+    through helpers it is handed to first (`freeze(Net())`)."""
     while True:
         func = value.func
         if isinstance(func, ast.Attribute) and func.attr in MODULE_SELF_METHODS and isinstance(func.value, ast.Call):
@@ -1332,6 +1358,16 @@ def _model_built(summarizer: "_Summarizer", node: ast.AST) -> Optional[str]:
             value = value.args[0]
         else:
             return _project_name(summarizer, func)
+
+
+def _handed_to_functions(summarizer: "_Summarizer", call: ast.Call) -> Iterator[tuple[str, ast.Call]]:
+    """The project classes built right in the arguments of a call of this module's own function."""
+    if summarizer.qualify(call.func) not in summarizer.functions_here:
+        return
+    for argument in (*call.args, *(k.value for k in call.keywords)):
+        built = _constructed(summarizer, argument) if isinstance(argument, ast.Call) else None
+        if built is not None:
+            yield built, argument
 
 
 def _handed_back(summarizer: "_Summarizer", value: ast.Call) -> Iterator[ast.Call]:

@@ -681,6 +681,72 @@ CASES = {
         """,
         {(23, "CKPT004")},
     ),
+    "a top-level model's input is data unless a caller visibly makes it require grad (CKPT001)": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(4, 4)
+                self.b = nn.Linear(4, 4)
+            def forward(self, x):
+                return checkpoint(self.b, checkpoint(self.a, x, use_reentrant=True), use_reentrant=True)
+        class Probe(Net):
+            def forward(self, x):
+                return checkpoint(self.b, checkpoint(self.a, x, use_reentrant=True), use_reentrant=True)
+        def load():
+            return torch.load("batch.pt")
+        net, probe = Net(), Probe()
+        net(load()).sum().backward()
+        net(torch.randn(2, 4)).sum().backward()
+        x = torch.randn(2, 4)
+        x.requires_grad_()
+        probe(x).sum().backward()
+        probe(torch.randn(2, 4)).sum().backward()
+        """,
+        # Net: data from every caller (one unknown); Probe: one caller passes a tensor that requires
+        # grad, so its input requires grad on some calls only.
+        {(8, "CKPT001")},
+    ),
+    "a model built right in the call of a training function is a whole model (CKPT001)": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(4, 4)
+                self.b = nn.Linear(4, 4)
+            def forward(self, x):
+                return self.b(checkpoint(self.a, x, use_reentrant=True))
+        def train(model, batches):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x in batches:
+                model(x).sum().backward()
+                optimizer.step()
+        train(Net().train(), [torch.randn(2, 4)])
+        """,
+        {(8, "CKPT001")},
+    ),
+    "an `if __name__ == '__main__':` block is the script, run unconditionally (CKPT008)": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(4, 4)
+                self.b = nn.Linear(4, 4)
+            def forward(self, x):
+                return self.b(checkpoint(self.a, self.b(x), use_reentrant=False))
+        def score(model, batch):
+            with torch.no_grad():
+                return model(batch)
+        if "__main__" == __name__:
+            model = Net()
+            score(model, torch.randn(2, 4))
+        if __name__ == "__main__":
+            held_out = Net()
+            held_out.eval()
+            score(held_out, torch.randn(2, 4))
+        """,
+        {(11, "CKPT008")},
+    ),
 }
 
 

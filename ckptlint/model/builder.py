@@ -31,14 +31,14 @@ from ckptlint.model.apis import (
     SET_EARLY_STOP,
     SET_GRAD_ENABLED,
 )
-from ckptlint.model.dataflow import Dataflow, entry_value, loader_batch
+from ckptlint.model.dataflow import Dataflow, loader_batch
 from ckptlint.model.evaluation import Evaluation
 from ckptlint.model.file_model import FileModel
 from ckptlint.model.held_models import HeldModels
 from ckptlint.model.hf_configs import CACHE, is_config, tracked_settings, with_setting
 from ckptlint.model.model_states import bind_model, forget_modes, state_of
 from ckptlint.model.scope import GRAD_ENABLED, GRAD_UNCHANGED, GradMark, Scope
-from ckptlint.model.shapes import dotted, ends_with_return, free_names, is_self, last_effects, module_gates, none_test, training_test
+from ckptlint.model.shapes import dotted, ends_with_return, free_names, is_main_guard, is_self, last_effects, module_gates, none_test, training_test
 from ckptlint.model.site_construction import SiteConstruction
 from ckptlint.model.sites import (
     ApiKind,
@@ -127,7 +127,6 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         self.module_functions: dict[str, cst.FunctionDef] = {}
         # Bindings that comprehensions shadow, restored when each one ends.
         self.comprehensions: list[dict[str, Optional[Value]]] = []
-        self.top_level = frozenset(c.qualname for c in summary.classes.values() if index.is_top_level_model(c.qualname))
 
     # --- scopes ------------------------------------------------------------------------------
 
@@ -159,9 +158,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
             facts = self.functions[qualname] = FunctionFacts(qualname, tuple(params), keyword_only, star, star_star, defaults)
         params.extend(name for name in (facts.star, facts.star_star) if name)
         scope = Scope("function", qualname, class_qualname, facts=facts, params=frozenset(params), method=node.name.value)
-        data_input = node.name.value == "forward" and class_qualname in self.top_level
         for name in params:
-            scope.bindings[name] = (data_input and entry_value(qualname, name)) or Param(name, qualname)
+            scope.bindings[name] = Param(name, qualname)
         if node.name.value == LIGHTNING_TRAINING_STEP and len(params) > 1 and self.is_lightning(class_qualname):
             scope.bindings[params[1]] = loader_batch(qualname, params[1])
         for decorator in node.decorators:
@@ -266,6 +264,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
     def visit_If(self, node: cst.If) -> bool:
         """Walk the branches by hand to know which ones run only in eval mode."""
         scope = self.scope
+        if scope.kind == "module" and node.orelse is None and is_main_guard(node.test):
+            return True  # a script's entry point: its body is the script, run unconditionally
         scope.branch_depth += 1
         scope.conditional += 1
         self.walk(node.test)
@@ -858,7 +858,7 @@ def build_file_model(
     builder.walk(tree)
     return FileModel(
         path, summary.name, tree, builder.sites, versions, index, settings,
-        builder.functions, builder.lambdas, builder.runtime_attrs, builder.top_level, builder.cache_uses, builder.calls,
+        builder.functions, builder.lambdas, builder.runtime_attrs, builder.cache_uses, builder.calls,
         builder.wrapper_calls, grad_free_calls=builder.grad_free_calls, switches_early_stop=builder.switches_early_stop,
     )
 

@@ -34,8 +34,6 @@ class FileModel:
     lambdas: dict[int, FunctionFacts]
     # Attributes assigned outside `__init__` (stashed at run time): class -> attr -> the store.
     runtime_attrs: dict[str, dict[str, tuple[cst.CSTNode, Value]]]
-    # Module classes whose `forward` inputs are data (never built as a submodule in the project).
-    top_level_classes: frozenset[str] = frozenset()
     cache_uses: list[CacheUse] = field(default_factory=list)
     # Calls of project functions and modules made here, by the qualified name of the function run.
     calls: dict[str, list[CallRecord]] = field(default_factory=dict)

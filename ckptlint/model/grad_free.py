@@ -71,9 +71,9 @@ def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> I
         reached = _reached(caller_model, resolver.value(bind(facts, record, call.param)), state, call.model)
         if reached:
             reached = through + reached
-            caller = _short(record.caller)
+            caller = f"`{_short(record.caller)}`" if record.caller not in model.index.modules else f"module-level code of `{record.caller}`"
             handed = "it" if call.param == call.model else f"`{call.param}`, which `{call.model}` comes from,"
-            yield GradFreeCheckpoint(call, reached, f"`{caller}` hands {handed} over in train mode (`{code(record.node)}`)")
+            yield GradFreeCheckpoint(call, reached, f"{caller} hands {handed} over in train mode (`{code(record.node)}`)")
 
 
 def _reached(model: "FileModel", value: Value, state: ModelState, spelled: str) -> Optional[str]:
@@ -83,7 +83,7 @@ def _reached(model: "FileModel", value: Value, state: ModelState, spelled: str) 
         for site in part.model.sites:
             if site.enclosing_function == part.facts.qualname and _runs_in_training(model, site, state):
                 where = _short(part.facts.qualname)
-                return f"its forward reaches `{code(site.call.func)}(...)` in `{where}`, which checks the mode, not whether grad is on"
+                return f"its forward reaches `{code(site.call.func)}(...)` in `{where}`, which does not check whether grad is on"
     if state.checkpointing is not None and not parts:
         return (
             f"transformers checkpoints the layers of `{spelled}` whenever it is training (checkpointing switched on by "

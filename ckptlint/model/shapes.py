@@ -23,6 +23,16 @@ def none_test(test: cst.BaseExpression) -> Optional[tuple[str, bool]]:
     return None
 
 
+def is_main_guard(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"`, either way round."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    names = [s.value for s in sides if isinstance(s, cst.Name)]
+    strings = [s.evaluated_value for s in sides if isinstance(s, cst.SimpleString)]
+    return names == ["__name__"] and strings == ["__main__"]
+
+
 def training_test(test: cst.BaseExpression) -> Optional[bool]:
     """True for tests that hold in training (`self.training`, `x or self.training`), False for `not self.training`."""
     if isinstance(test, cst.Attribute) and is_self(test.value) and test.attr.value == "training":

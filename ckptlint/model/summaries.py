@@ -347,21 +347,24 @@ class Resolver:
 
     def incoming(self, param: Param, depth: int) -> Value:
         """The value every known caller passes for `param` (the parameter itself when unknown)."""
-        facts = self.facts(param.function)
-        if facts is None:
-            return param
-        calls = self.callers(param.function)
-        if calls is None or len(calls) > _MAX_CALLS:
-            return param
-        result: Optional[Value] = None
         owner, _, method = param.function.rpartition(".")
+        result: Optional[Value] = None
         if not method.startswith("_") and self.model.index.is_top_level_model(owner):
             # A top-level model's public methods are also called from outside, with data.
             result = entry_value(param.function, param.name)
             if result is None:
                 return param
+        # Its forward gets data whatever else the project's callers pass, unless one of them
+        # visibly passes a tensor that requires grad (a reproduction's `torch.randn(..., requires_grad=True)`).
+        data_unless_shown = result is not None and method == "forward"
+        facts = self.facts(param.function)
+        calls = self.callers(param.function) if facts is not None else None
+        if facts is None or calls is None or len(calls) > _MAX_CALLS:
+            return result if data_unless_shown else param
         for _, call in calls:
             passed = self.value(bind(facts, call, param.name), depth + 1)
+            if data_unless_shown and grad_on_some_path(passed) is None:
+                continue
             if isinstance(passed, Tensor):
                 passed = replace(passed, origin=f"{passed.origin}; passed as `{param.name}` to `{_short(param.function)}` by `{_short(call.caller)}`")
             result = passed if result is None else _agree(result, passed)

@@ -321,7 +321,9 @@ def join_grad(values: list[Value], origin: Union[str, Spelling]) -> Value:
         sources = tuple(dict.fromkeys(s for v in symbolic for s in (v.sources if isinstance(v, Derived) else (v,))))
         bases = [*tensors, *(v.base for v in symbolic if isinstance(v, Derived) and v.base is not None)]
         frozen = any(t.frozen for t in bases) or any(v.frozen for v in symbolic if isinstance(v, Derived))
-        return Derived(sources, bases[0] if bases else None, None, frozen)
+        # One derived input and nothing else: its reason (a reentrant checkpoint's output) still holds.
+        kept = symbolic[0].origin if len(values) == 1 and isinstance(symbolic[0], Derived) else None
+        return Derived(sources, bases[0] if bases else None, kept, frozen)
     if not tensors:
         return UNKNOWN
     return Tensor(Grad.NONE, tensors[0].origin, frozen=any(t.frozen for t in tensors))
