@@ -725,6 +725,28 @@ CASES = {
         """,
         {(8, "CKPT001")},
     ),
+    "a reduction of a tensor is a tensor: appending it escapes the checkpoint (CKPT007)": (
+        """
+        class Router(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gate = nn.Linear(4, 2)
+                self.balance, self.z = [], []
+            def forward(self, x):
+                logits = self.gate(x)
+                self.balance.append(logits.softmax(-1).var())
+                self.z.append(logits.logsumexp(-1).square().mean())
+                return x * logits.softmax(-1)[:, :1]
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inp = nn.Linear(4, 4)
+                self.router = Router()
+            def forward(self, x):
+                return checkpoint(self.router, self.inp(x), use_reentrant=False)
+        """,
+        {(9, "CKPT007"), (10, "CKPT007")},
+    ),
     "an `if __name__ == '__main__':` block is the script, run unconditionally (CKPT008)": (
         """
         class Net(nn.Module):

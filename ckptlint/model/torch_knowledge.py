@@ -92,6 +92,12 @@ GRAD_NEUTRAL_METHODS = frozenset(
         "transpose", "flatten", "unsqueeze", "squeeze", "contiguous", "clone", "expand", "expand_as",
         "repeat", "mean", "sum", "softmax", "type", "type_as", "view_as", "narrow",
         "masked_fill", "pow", "abs", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "max", "min",
+        # Differentiable reductions, elementwise and shape ops (not argmax/argsort/comparisons/detach:
+        # their results never require grad).
+        "var", "std", "norm", "prod", "cumsum", "amax", "amin", "logsumexp", "log_softmax", "square", "neg",
+        "add", "sub", "mul", "div", "matmul", "mm", "bmm", "clamp", "clip", "sin", "cos", "log1p", "rsqrt",
+        "reciprocal", "gather", "index_select", "t", "roll", "flip", "tile", "repeat_interleave", "movedim",
+        "unflatten", "tril", "triu", "diagonal",
     }
 )  # fmt: skip
 # Tensor methods and torch functions that cut a tensor into a tuple of slices, each like the whole.
