@@ -41,16 +41,20 @@ class ScriptModel(ab.DeferredModel):
         self.namespace: dict[str, Any] = {}  # the script's globals, once it runs
         self.outputs: dict[int, Any] = {}  # each root's output of its last call
         self.holders: list[torch.nn.Module] = []  # modules of the running functions' locals holding a root
+        self.trained: set[int] = set()  # roots called with grad enabled
         self._depth = 0
 
     def resolve(self) -> Optional[torch.nn.Module]:
-        for root in self.roots:
+        # The model the script trains comes first: a frozen copy of it scored under no_grad
+        # (a distillation teacher) may have been called before it.
+        roots = sorted(self.roots, key=lambda r: id(r) not in self.trained)
+        for root in roots:
             if type(root).__qualname__ == self.class_name:
                 return root
-        for root in self.roots:
+        for root in roots:
             if any(type(m).__qualname__ == self.class_name for m in root.modules()):
                 return root
-        return self._holding(self.roots[0]) if self.roots else None
+        return self._holding(roots[0]) if roots else None
 
     def _holding(self, root: torch.nn.Module) -> torch.nn.Module:
         """The script's model that holds `root`: `checkpoint_sequential(model, ...)` calls the
@@ -85,6 +89,8 @@ class ScriptModel(ab.DeferredModel):
                 self._note_holders(module)
                 if self.on_root is not None:
                     self.on_root(module)
+            if self._depth == 0 and torch.is_grad_enabled():
+                self.trained.add(id(module))
             self._depth += 1
 
         def after(module: torch.nn.Module, args: Any, output: Any) -> None:
