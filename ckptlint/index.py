@@ -159,6 +159,26 @@ class FreezeStep:
     member: str = ""
 
 
+def _projected(outer: Freeze, attr: str) -> Freeze:
+    """What freezing `outer` of a holder does to the module it holds as `attr`: the whole of it
+    (`attr` frozen as such), or the submodules its paths name below `attr`."""
+    prefix = attr + "."
+    frozen = tuple(p[len(prefix) :] for p in outer.paths if p.startswith(prefix))
+    unfrozen = tuple(p[len(prefix) :] for p in outer.unfrozen_paths if p.startswith(prefix))
+    everything = attr in outer.attrs and attr in outer.paths
+    if not (frozen or unfrozen or everything):
+        return Freeze()
+    return Freeze(
+        everything=everything,
+        attrs=tuple(dict.fromkeys(p.split(".", 1)[0] for p in frozen if "." not in p or p.split(".", 1)[1] in _PARAMETER_LEAVES)),
+        unfrozen=tuple(dict.fromkeys(p.split(".", 1)[0] for p in unfrozen)),
+        line=outer.line,
+        path=outer.path,
+        paths=frozen,
+        unfrozen_paths=unfrozen,
+    )
+
+
 def within(path: str, parts: Sequence[str]) -> bool:
     """Whether the submodule at dotted `path` is one of `parts` or inside one."""
     return any(path == part or path.startswith(part + ".") for part in parts)
@@ -881,6 +901,9 @@ def _freeze_facts(scope: ast.AST, base: str, path: str) -> Freeze:
     return facts.freeze
 
 
+_PARAMETER_LEAVES = frozenset({"weight", "bias"})
+
+
 class _FreezeFacts:
     def __init__(self, base: str, path: str) -> None:
         self.base = base
@@ -921,7 +944,10 @@ class _FreezeFacts:
         if not whole and not path:
             return
         line = lineno if frozen is not False else 0
-        parts = tuple(filter(None, [attr]))
+        # `base.embed` / `base.embed.weight` is the submodule `embed`; `base.backbone.stem` only a
+        # part of `backbone` (its path says which, for the class `backbone` holds).
+        nested = path.count(".") > 1 or path.count(".") == 1 and path.rsplit(".", 1)[1] not in _PARAMETER_LEAVES
+        parts = tuple(filter(None, [attr])) if not nested else ()
         if condition is None and frozen is not None:
             if whole:
                 self.then(Freeze(everything=True, line=line) if frozen else Freeze(thawed=True))
@@ -1575,6 +1601,9 @@ class ProjectIndex:
         self._constructed: Optional[frozenset[str]] = None
         self._models: Optional[frozenset[str]] = None
         self._freezes: dict[str, tuple[Freeze, frozenset[str]]] = {}
+        # Class -> (holding class, attribute) for every plain submodule attribute; holders being folded.
+        self._holders: Optional[dict[str, list[tuple[str, str]]]] = None
+        self._freezes_active: set[str] = set()
         self._instance_steps: Optional[dict[str, list[list[FreezeStep]]]] = None
         self._call_effects: dict[tuple[str, str, str, Optional[str]], tuple[Freeze, frozenset[str]]] = {}
         self._hf_enable: Optional[list[tuple[str, int]]] = None
@@ -1725,6 +1754,7 @@ class ProjectIndex:
         # Built as a submodule too (or nowhere we can see): the bare `__init__` counts as well.
         found = [init] if not instances or canonical in self.constructed_classes() else []
         found += [self._fold(steps, canonical, 0, init[0]) for steps in instances]
+        found += self._freezes_through_holders(canonical)
         freezes = [f for f, _ in found if f]
         if not freezes:
             return Freeze(), frozenset()
@@ -1741,6 +1771,31 @@ class ProjectIndex:
             paths=tuple(dict.fromkeys(p for f in freezes for p in f.paths)),
             unfrozen_paths=tuple(dict.fromkeys(p for f in freezes for p in f.unfrozen_paths)),
         ), frozenset(path for _, paths in found for path in paths)
+
+    def _freezes_through_holders(self, canonical: str) -> list[tuple[Freeze, frozenset[str]]]:
+        """The freezing of submodules of this class done from objects holding it:
+        `model.backbone.stem.requires_grad_(False)` on a model whose `backbone` is one of these."""
+        if self._holders is None:
+            self._holders = {}
+            for m in self.modules.values():
+                for c in m.classes.values():
+                    for attr, binding in c.attrs.items():
+                        if not binding.container:
+                            for ctor in binding.constructors:
+                                self._holders.setdefault(self.canonical(ctor), []).append((c.qualname, attr))
+        found = []
+        for holder, attr in self._holders.get(canonical, ()):
+            if holder == canonical or holder in self._freezes_active:
+                continue
+            self._freezes_active.add(holder)
+            try:
+                outer = self.freeze_of(holder)
+            finally:
+                self._freezes_active.discard(holder)
+            inner = _projected(outer, attr)
+            if inner:
+                found.append((inner, frozenset([outer.path] if outer.line else [])))
+        return found
 
     def instance_freeze(self, module: str, function: str, ctor: str, depth: int = 0) -> Optional[Freeze]:
         """Freezing done to an object built by `ctor` in the top-level `function` of `module` (or in

@@ -747,6 +747,35 @@ CASES = {
         """,
         {(9, "CKPT007"), (10, "CKPT007")},
     ),
+    "freezing a part of a held submodule freezes that part, not the whole submodule (CKPT005)": (
+        """
+        class Backbone(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.stages = nn.ModuleList(nn.Linear(4, 4) for _ in range(2))
+            def forward(self, x):
+                x = self.stem(x)
+                for stage in self.stages:
+                    x = checkpoint(stage, x, use_reentrant=True)
+                return x
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.backbone = Backbone()
+                self.neck = nn.Linear(4, 4)
+                self.head = nn.Linear(4, 2)
+            def forward(self, x):
+                return checkpoint(self.head, self.neck(self.backbone(x)), use_reentrant=True)
+        model = Classifier()
+        model.backbone.stem.requires_grad_(False)
+        for p in model.neck.weight, model.neck.bias:
+            p.requires_grad = False
+        """,
+        # `backbone.stem` frozen: the stages get data (CKPT005); the neck's input still requires grad
+        # through the trainable stages, so the head's checkpoint is fine.
+        {(10, "CKPT005")},
+    ),
     "an `if __name__ == '__main__':` block is the script, run unconditionally (CKPT008)": (
         """
         class Net(nn.Module):
