@@ -697,7 +697,9 @@ class _Summarizer:
                     slot = str(int(slot) + 1) if slot.isdigit() else slot
                 else:
                     callee = self.project_callee(func)
-                if callee is not None and _function_like(callee):
+                if callee is not None and (_function_like(callee) or callee.split(".", 1)[0] == self.module.split(".", 1)[0]):
+                    # A project class handed the object holds it (`Runner(model)`): the step links the
+                    # two (`ProjectIndex._freezes_through_holders`); it freezes nothing by itself.
                     steps[arg.id].append(FreezeStep(callee=callee, slot=slot, member=member))
 
     def project_callee(self, func: ast.AST) -> Optional[str]:
@@ -1776,13 +1778,7 @@ class ProjectIndex:
         """The freezing of submodules of this class done from objects holding it:
         `model.backbone.stem.requires_grad_(False)` on a model whose `backbone` is one of these."""
         if self._holders is None:
-            self._holders = {}
-            for m in self.modules.values():
-                for c in m.classes.values():
-                    for attr, binding in c.attrs.items():
-                        if not binding.container:
-                            for ctor in binding.constructors:
-                                self._holders.setdefault(self.canonical(ctor), []).append((c.qualname, attr))
+            self._holders = self._holding_attributes()
         found = []
         for holder, attr in self._holders.get(canonical, ()):
             if holder == canonical or holder in self._freezes_active:
@@ -1796,6 +1792,26 @@ class ProjectIndex:
             if inner:
                 found.append((inner, frozenset([outer.path] if outer.line else [])))
         return found
+
+    def _holding_attributes(self) -> dict[str, list[tuple[str, str]]]:
+        """Class -> (holding class, attribute): submodules it builds, and objects its constructor is
+        handed and keeps (`Runner(model)` with `self.model = model`)."""
+        handed: dict[tuple[str, str], list[str]] = {}  # (class, slot) -> classes of the objects handed there
+        for m in self.modules.values():
+            for key, steps in m.instance_freezes.items():
+                for step in steps:
+                    if step.callee and not step.callee.startswith(".") and not step.member:
+                        handed.setdefault((self.canonical(step.callee), step.slot), []).append(self.canonical(key.split("|", 1)[1]))
+        holders: dict[str, list[tuple[str, str]]] = {}
+        for m in self.modules.values():
+            for c in m.classes.values():
+                for attr, binding in c.attrs.items():
+                    held = list(binding.constructors) if not binding.container else []
+                    if binding.param is not None and c.init_params and binding.param in c.init_params:
+                        held += handed.get((c.qualname, binding.param), []) + handed.get((c.qualname, str(c.init_params.index(binding.param))), [])
+                    for ctor in dict.fromkeys(held):
+                        holders.setdefault(self.canonical(ctor), []).append((c.qualname, attr))
+        return holders
 
     def instance_freeze(self, module: str, function: str, ctor: str, depth: int = 0) -> Optional[Freeze]:
         """Freezing done to an object built by `ctor` in the top-level `function` of `module` (or in

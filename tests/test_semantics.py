@@ -776,6 +776,42 @@ CASES = {
         # through the trainable stages, so the head's checkpoint is fine.
         {(10, "CKPT005")},
     ),
+    "a holder object handed the model freezes a part of it in a method (CKPT005)": (
+        """
+        class Backbone(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.stages = nn.ModuleList(nn.Linear(4, 4) for _ in range(2))
+            def forward(self, x):
+                x = self.stem(x)
+                for stage in self.stages:
+                    x = checkpoint(stage, x, use_reentrant=True)
+                return x
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.backbone = Backbone()
+                self.head = nn.Linear(4, 2)
+            def forward(self, x):
+                return self.head(self.backbone(x))
+        class Runner:
+            def __init__(self, model, lr=0.1):
+                self.model = model
+                self.lr = lr
+            def freeze_stem(self):
+                for p in self.model.backbone.stem.parameters():
+                    p.requires_grad = False
+            def step(self, x):
+                self.model(x).sum().backward()
+        def main():
+            model = Classifier()
+            runner = Runner(model)
+            runner.freeze_stem()
+            runner.step(torch.randn(2, 4))
+        """,
+        {(10, "CKPT005")},
+    ),
     "an `if __name__ == '__main__':` block is the script, run unconditionally (CKPT008)": (
         """
         class Net(nn.Module):
