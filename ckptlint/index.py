@@ -378,6 +378,23 @@ def _positionless(data: object) -> object:
     return data
 
 
+_RETURNED = "<returned>"
+
+
+def _returning_a_name(body: list[ast.stmt]) -> list[ast.stmt]:
+    """`return get_peft_model(model, config)` read as `<returned> = get_peft_model(model, config);
+    return <returned>`: what a builder returns is one object however the return is written."""
+    last = body[-1] if body else None
+    if not (isinstance(last, ast.Return) and isinstance(last.value, ast.Call)):
+        return body
+    target = ast.copy_location(ast.Name(_RETURNED, ast.Store()), last)
+    assign = ast.copy_location(ast.Assign([target], last.value), last)
+    assign.end_lineno, assign.end_col_offset = last.end_lineno, last.end_col_offset
+    returned = ast.copy_location(ast.Return(ast.copy_location(ast.Name(_RETURNED, ast.Load()), last)), last)
+    returned.end_lineno, returned.end_col_offset = last.end_lineno, last.end_col_offset
+    return [*body[:-1], assign, returned]
+
+
 def _returned_name(body: list[ast.stmt]) -> Optional[str]:
     """The name a function body ends by returning (`return model`)."""
     last = body[-1] if body else None
@@ -567,6 +584,7 @@ class _Summarizer:
     def collect_object_steps(self, body: list[ast.stmt], function: str, params: tuple[str, ...]) -> None:
         """What a top-level function (or the module's own code, `function` ""), does to the objects
         its parameters hold and to those it builds (`model = Net().train(); freeze(model)`)."""
+        body = _returning_a_name(body)
         steps, instances = self.object_steps(body, params, track=True)
         if any(steps[p] for p in params):
             self.param_freezes[function] = {p: steps[p] for p in params}

@@ -1496,6 +1496,30 @@ def test_a_model_a_builder_function_returns_carries_what_the_builder_froze():
     assert findings(body) == {(13, "CKPT005")}
 
 
+def test_a_builder_returning_its_wrapped_model_directly_is_a_builder():
+    """`return get_peft_model(model, config)` is `model = get_peft_model(...); return model`: under
+    4.57 semantics PEFT hooks nothing when it wraps before checkpointing is on (peft_order.py)."""
+    body = """
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+        def build(name):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            return get_peft_model(model, LoraConfig(r=8, target_modules=["q_proj"]))
+        def build_checkpointed(name):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+            return get_peft_model(model, LoraConfig(r=8, target_modules=["q_proj"]))
+        def fine_tune(name, dataset):
+            model = build(name)
+            args = TrainingArguments(output_dir="out", gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": True})
+            Trainer(model=model, args=args, train_dataset=dataset).train()
+        def fine_tune_checkpointed(name, dataset):
+            model = build_checkpointed(name)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+        """
+    assert findings(body, transformers="4.57") == {(13, "CKPT005")}
+
+
 def test_turning_a_tied_head_back_on_turns_the_embeddings_on():
     body = """
         from transformers import AutoModelForCausalLM, LlamaForCausalLM
