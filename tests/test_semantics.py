@@ -812,6 +812,40 @@ CASES = {
         """,
         {(10, "CKPT005")},
     ),
+    "a config object's field is what it was built with, not the class default (CKPT005)": (
+        """
+        from dataclasses import dataclass
+        @dataclass
+        class Config:
+            dim: int = 4
+            reentrant: bool = False
+        class Encoder(nn.Module):
+            def __init__(self, cfg: Config):
+                super().__init__()
+                self.cfg = cfg
+                self.embed = nn.Embedding(10, cfg.dim)
+                self.layer = nn.Linear(cfg.dim, cfg.dim)
+            def forward(self, ids):
+                return checkpoint(self.layer, self.embed(ids), use_reentrant=self.cfg.reentrant)
+        class Decoder(nn.Module):
+            def __init__(self, cfg: Config):
+                super().__init__()
+                self.cfg = cfg
+                self.embed = nn.Embedding(10, cfg.dim)
+                self.layer = nn.Linear(cfg.dim, cfg.dim)
+            def forward(self, ids):
+                return checkpoint(self.layer, self.embed(ids), use_reentrant=self.cfg.reentrant)
+        def train(reentrant):
+            encoder = Encoder(Config(dim=8, reentrant=True))
+            encoder.embed.requires_grad_(False)
+            decoder = Decoder(Config(reentrant=reentrant))
+            decoder.embed.requires_grad_(False)
+            default = Decoder(Config())
+            default.embed.requires_grad_(False)
+        """,
+        # Decoder: one construction passes a value the analysis cannot read, so its mode is unknown.
+        {(14, "CKPT005")},
+    ),
     "an `if __name__ == '__main__':` block is the script, run unconditionally (CKPT008)": (
         """
         class Net(nn.Module):

@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Optional, Sequence
 
 from ckptlint.index import AttrBinding, ClassSummary, ProjectIndex
+from ckptlint.model.construction import object_fields
 from ckptlint.model.torch_knowledge import ACTIVATION_NAMES, MODEL_OUTPUT_ACTIVATIONS, PARAMETER_FREE_MODULES, PARAMETER_MODULES, PARAMETER_NAMES
 from ckptlint.model.values import (
     SYMBOLIC,
@@ -97,8 +98,18 @@ class Dataflow:
         if attr in ("forward", "__call__"):
             return module
         if len(module.classes) == 1 and not module.container:
+            if module.arguments is not None and self._is_field(module.classes[0], attr):
+                # A config object built where the analysis sees its arguments: what it was built with
+                # (`ModelConfig(ckpt_reentrant=True)`), not the class default; unknown if not literal.
+                return object_fields(self.index, module.classes[0], module.arguments).get(attr, UNKNOWN)
             return self.attribute(module.classes[0], attr, f"{module.origin}.{attr}")
         return UNKNOWN
+
+    def _is_field(self, class_qualname: str, attr: str) -> bool:
+        """An attribute set from a literal or from an `__init__` parameter: one its arguments decide."""
+        holder = self.index.attribute_holder(class_qualname, attr)
+        binding = holder.attrs[attr] if holder is not None else None
+        return binding is not None and (binding.has_constant or binding.param is not None)
 
     def module_output(self, module: ModuleObject, inputs: list[Value], frozen: Optional[str] = "") -> Value:
         """requires_grad of `module(*inputs)`: data through frozen or parameter-free modules stays data.
