@@ -492,14 +492,15 @@ class _Summarizer:
                 self.imports[alias.asname or alias.name] = f"{base}.{alias.name}"
 
     def summarize(self, tree: ast.Module, path: str, source: str) -> ModuleSummary:
-        # Functions of this module that hand back the object they are given (`def freeze(m): ...; return m`).
+        # Functions of this module that hand back the object they are given (`def freeze(m): ...; return m`),
+        # and its functions and plain classes (a model built right in a call of one is a whole model).
         self.pass_through: set[str] = set()
-        self.functions_here: set[str] = set()
+        self.whole_model_takers: set[str] = set()
         for stmt in _module_level(tree.body):
             if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.local_names.add(stmt.name)
-                if not isinstance(stmt, ast.ClassDef):
-                    self.functions_here.add(f"{self.module}.{stmt.name}")
+                if not isinstance(stmt, ast.ClassDef) or all(isinstance(b, ast.Name) and b.id == "object" for b in stmt.bases):
+                    self.whole_model_takers.add(f"{self.module}.{stmt.name}")  # plain classes run what they are handed
                 if not isinstance(stmt, ast.ClassDef) and _returns_first_param(stmt):
                     self.pass_through.add(f"{self.module}.{stmt.name}")
             elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
@@ -618,6 +619,8 @@ class _Summarizer:
                         held[wrap[0]].append(FreezeStep(wrap[1]))
                     elif id(node) not in wrapped:
                         self.call_steps(node, held, methods, owner)
+                    if track:
+                        built.extend(self.handed_new(node))
                 elif type(node) is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
                     name = node.targets[0].id
                     wrap = self.peft_effect(node.value, held, ctors) if type(node.value) is ast.Call else None
@@ -719,6 +722,18 @@ class _Summarizer:
                     # A project class handed the object holds it (`Runner(model)`): the step links the
                     # two (`ProjectIndex._freezes_through_holders`); it freezes nothing by itself.
                     steps[arg.id].append(FreezeStep(callee=callee, slot=slot, member=member))
+
+    def handed_new(self, call: ast.Call) -> Iterator[tuple[str, list[FreezeStep]]]:
+        """Objects built right in the arguments of a project class's construction (`Runner(Net())`):
+        the class holds them (see `call_steps`)."""
+        callee = self.project_callee(call.func)
+        if callee is None or _function_like(callee) or callee.split(".", 1)[0] != self.module.split(".", 1)[0]:
+            return
+        handed = [(str(i), a) for i, a in enumerate(call.args)] + [(k.arg, k.value) for k in call.keywords if k.arg]
+        for slot, arg in handed:
+            made = self.constructed(arg) if type(arg) is ast.Call else None
+            if made is not None:
+                yield made[0], [*made[1], FreezeStep(callee=callee, slot=slot)]
 
     def project_callee(self, func: ast.AST) -> Optional[str]:
         """The qualified name of a function that may be the project's own (not a checkpoint API, not a library)."""
@@ -1407,8 +1422,9 @@ def _constructed(summarizer: "_Summarizer", value: ast.Call) -> Optional[str]:
 
 
 def _handed_to_functions(summarizer: "_Summarizer", call: ast.Call) -> Iterator[tuple[str, ast.Call]]:
-    """The project classes built right in the arguments of a call of this module's own function."""
-    if summarizer.qualify(call.func) not in summarizer.functions_here:
+    """The project classes built right in the arguments of a call of this module's own function,
+    or of a plain class of it (`Runner(Net())`: an object that runs the model, not a module)."""
+    if summarizer.qualify(call.func) not in summarizer.whole_model_takers:
         return
     for argument in (*call.args, *(k.value for k in call.keywords)):
         built = _constructed(summarizer, argument) if isinstance(argument, ast.Call) else None

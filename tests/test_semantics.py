@@ -812,6 +812,38 @@ CASES = {
         """,
         {(10, "CKPT005")},
     ),
+    "a model built in a runner's construction is whole; the runner's freezes reach it (CKPT005)": (
+        """
+        class Backbone(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.stages = nn.ModuleList(nn.Linear(4, 4) for _ in range(2))
+            def forward(self, x):
+                x = self.stem(x)
+                for stage in self.stages:
+                    x = checkpoint(stage, x, use_reentrant=True)
+                return x
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.backbone = Backbone()
+                self.head = nn.Linear(4, 2)
+            def forward(self, x):
+                return self.head(self.backbone(x))
+        class Runner:
+            def __init__(self, model):
+                self.model = model
+            def freeze_stem(self):
+                self.model.backbone.stem.requires_grad_(False)
+            def step(self, x):
+                self.model(x).sum().backward()
+        runner = Runner(Classifier())
+        runner.freeze_stem()
+        runner.step(torch.randn(2, 4))
+        """,
+        {(10, "CKPT005")},
+    ),
     "a config object's field is what it was built with, not the class default (CKPT005)": (
         """
         from dataclasses import dataclass
