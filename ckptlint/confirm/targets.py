@@ -254,7 +254,8 @@ def _plain_class(cls: ast.ClassDef) -> bool:
 def _owning_root(facts: _FileFacts, name: str) -> str:
     """The outermost class of the file that (transitively) builds `name`; `name` if none does."""
     builds = {c: _builds(facts, c, set()) for c in facts.classes}
-    users = [c for c, built in builds.items() if c != name and name in built]
+    # A plain object holding the model (a runner) is no model to compare; its script runs it.
+    users = [c for c, built in builds.items() if c != name and name in built and not _plain_class(facts.classes[c])]
     if not users:
         return name
     roots = [u for u in users if not any(u in builds[other] for other in users if other != u)]

@@ -486,9 +486,10 @@ def _calls_name(function: ast.AST, name: str) -> bool:
 
 
 def _reached(tree: ast.Module, body: list[ast.stmt]) -> tuple[set[str], bool]:
-    """The names `body` uses, through the functions of the file it calls, and whether it trains:
-    calls a `.backward`, a `.fit` or a trainer's `.train()`."""
-    functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    """The names `body` uses, through the functions of the file it calls and the classes it names
+    (a runner object whose `step()` trains), and whether it trains: calls a `.backward`, a `.fit`
+    or a trainer's `.train()`."""
+    functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     names, trains = set(), False
     stack: list[ast.AST] = list(body)
     visited: set[str] = set()

@@ -41,6 +41,7 @@ EVIDENCE = {
     ("flat_block_runner.py", 11, "CKPT006"): [r"ran with use_reentrant omitted: effective use_reentrant=True", r"ran the file as a script"],
     ("hf_flat_chat.py", 11, "CKPT004"): [r"return value: CausalLMOutputWithPast of 2 with checkpointing after backward; CausalLMOutputWithPast of 3 without", r"ran the file as a script up to its backward number 2", r"AutoTokenizer\.from_pretrained\('meta-llama/Llama-3\.2-1B-Instruct'\) built a character-level tokenizer", r"LlamaForCausalLM from a tiny LlamaConfig with use_cache=True"],
     ("flat_finetune.py", 30, "CKPT005"): [r"blocks\.0\.mlp\.0\.weight: grad None with checkpointing", r"ran the file as a script up to its first backward"],
+    ("runner_object.py", 20, "CKPT005"): [r"backbone\.stages\.0\.0\.weight: grad None with checkpointing", r"ran the file's `if __name__ == \"__main__\":` block up to its first backward"],
     ("lightning_classifier.py", 38, "CKPT005"): [r"blocks\.0\.\S+: grad None with checkpointing", r"ran LitTextClassifier\(vocab_size=100, dim=32, heads=2, num_classes=10\)"],
 }
 
@@ -54,6 +55,7 @@ LOOK_ALIKES = [
     ("flat_regression_stem.py", MODULE, "checkpoint_sequential(body", "CKPT001"),
     ("flat_finetune_hooked.py", "Tagger", "checkpoint(", "CKPT005"),
     ("hf_flat_chat_no_cache.py", MODULE, "from_pretrained(base)", "CKPT004"),
+    ("runner_object_head.py", "Backbone", "checkpoint(", "CKPT005"),
 ]
 
 
