@@ -3,7 +3,9 @@
 Each required parameter gets candidates, from its role first (recognised by name: timesteps,
 masks, lengths, pairwise features, counts, indices) and then from the layer that first consumes
 it (`Conv2d` -> a `(2, C, H, W)` image batch, `Linear` -> `(2, F)` or `(2, L, F)`, `Embedding` ->
-token ids, ...). The arguments of one try share one size index (spatial size, sequence length),
+token ids, ...). A parameter the forward reads by string key (`batch["pixel_values"]`) gets a
+dict of those keys, each fed like a parameter of that name (labels as class indices). The
+arguments of one try share one size index (spatial size, sequence length),
 and a mask or lengths argument takes its length from the argument before it that has a time
 axis, so that shapes that must agree do. Combinations are tried (checkpointing bypassed, no grad)
 until a forward pass succeeds; what was tried goes into the evidence.
@@ -58,6 +60,8 @@ def _shape_text(value: Any) -> str:
         return f"{str(value.dtype).replace('torch.', '')}{list(value.shape)}"
     if isinstance(value, list):
         return "[" + ", ".join(_shape_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_shape_text(v)}" for k, v in value.items()) + "}"
     return repr(value)
 
 
@@ -240,9 +244,13 @@ def search_inputs(
     if not required:
         return Inputs(lambda: ((), dict(project_keywords)), shown_keywords or "no arguments")
     layers = _layers(probe)
-    hints = _hints(entry, [p.name for p in required])
+    keys: dict[str, list[str]] = {}
+    hints = _hints(entry, [p.name for p in required], keys=keys)
     sequence_roles = any(role_of(p.name) in ("mask", "lengths", "pairwise") for p in required)
-    per_parameter = [_candidates_for(p.name, hints.get(p.name), probe, layers, sequence_roles) for p in required]
+    per_parameter = [
+        _dict_candidates(p.name, keys[p.name], hints, probe, layers) if keys.get(p.name) else _candidates_for(p.name, hints.get(p.name), probe, layers, sequence_roles)
+        for p in required
+    ]
     started, attempts, last_error = time.monotonic(), 0, "no candidate input"
     found_at: Optional[tuple[tuple[_Candidate, ...], int, tuple[Any, ...]]] = None
     with ab.direct_calls(probe):
@@ -344,12 +352,47 @@ def _candidates_for(parameter: str, hint: Optional[tuple[Optional[str], bool]], 
     return (tensors + _role_candidates(role)) if path and role in ("count", "index") else (_role_candidates(role) + tensors)
 
 
+# A batch read by key (`batch["pixel_values"]`): labels are class indices, each other key is fed
+# like a parameter of that name. Dicts are tried with each key's first, second and third candidate.
+_LABEL_KEYS = ("labels", "label", "targets", "target", "y")
+_DICT_VARIANTS = 3
+
+
+def _dict_candidates(parameter: str, keys: Sequence[str], hints: dict, model: nn.Module, layers: list[tuple[str, nn.Module]]) -> list[_Candidate]:
+    sequence_roles = any(role_of(k) in ("mask", "lengths", "pairwise") for k in keys)
+    per_key = []
+    for key in keys:
+        if key.lower() in _LABEL_KEYS:
+            per_key.append([_Candidate(lambda i, g, d, built: torch.randint(0, 2, (BATCH,), generator=g).to(d), _shape_text, role="labels")])
+        else:
+            per_key.append(_candidates_for(key, hints.get(_keyed(parameter, key)), model, layers, sequence_roles))
+    return [_dict_of([(k, c[min(j, len(c) - 1)]) for k, c in zip(keys, per_key)]) for j in range(_DICT_VARIANTS)]
+
+
+def _dict_of(entries: list[tuple[str, _Candidate]]) -> _Candidate:
+    def build(i: int, g: torch.Generator, d: str, built: Built) -> dict[str, Any]:
+        inner, value = list(built), {}
+        for key, candidate in entries:
+            value[key] = candidate.build(i, g, d, inner)
+            inner.append((value[key], candidate.time_axis))  # a mask follows the key before it
+        return value
+
+    return _Candidate(build, _shape_text, role="batch of " + ", ".join(k for k, _ in entries))
+
+
+def _keyed(parameter: str, key: str) -> str:
+    """The name the hints give what `parameter[key]` holds."""
+    return f"{parameter}[{key!r}]"
+
+
 # --- static hints: which layer first consumes each forward parameter ------------------------------
 
 
-def _hints(entry: Any, parameters: Sequence[str], depth: int = 0) -> dict[str, tuple[Optional[str], bool]]:
+def _hints(entry: Any, parameters: Sequence[str], depth: int = 0, keys: Optional[dict[str, list[str]]] = None) -> dict[str, tuple[Optional[str], bool]]:
     """parameter -> (submodule path that first consumes it, whether it is iterated/indexed). A
-    parameter handed to another method of the model is followed into that method."""
+    parameter handed to another method of the model is followed into that method. `keys`, when
+    given, receives the string keys each parameter is read by (`batch["pixel_values"]`), whose
+    values get hints of their own (`_keyed`)."""
     try:
         function = inspect.unwrap(getattr(entry, "__func__", entry))
         source = textwrap.dedent(inspect.getsource(function))
@@ -363,6 +406,10 @@ def _hints(entry: Any, parameters: Sequence[str], depth: int = 0) -> dict[str, t
     for statement in definition.body:
         walker.statement(statement)
     hints = {p: (walker.consumer.get(p), p in walker.listy) for p in parameters}
+    if keys is not None:
+        for parameter, read in walker.keys.items():
+            keys[parameter] = read
+            hints.update((_keyed(parameter, k), (walker.consumer.get(_keyed(parameter, k)), False)) for k in read)
     owner = getattr(entry, "__self__", None)
     if depth < 3 and isinstance(owner, nn.Module):
         for parameter, (path, listy) in hints.items():
@@ -393,6 +440,7 @@ class _HintWalker:
         self.consumer: dict[str, str] = {}
         self.slot: dict[str, Any] = {}  # parameter -> its position (or keyword) in the consuming call
         self.listy: set[str] = set()
+        self.keys: dict[str, list[str]] = {}  # parameter -> the string keys it is read by
 
     def statement(self, node: ast.stmt) -> None:
         if isinstance(node, (ast.For, ast.AsyncFor)):
@@ -443,7 +491,23 @@ class _HintWalker:
             if isinstance(child, ast.Subscript) and isinstance(child.value, ast.Name) and child.value.id in self.origin:
                 if isinstance(child.slice, ast.Constant) and isinstance(child.slice.value, int):
                     self.listy.add(self.origin[child.value.id])
+                keyed = self._keyed(child)
+                if keyed is not None:
+                    read = self.keys.setdefault(self.origin[child.value.id], [])
+                    if child.slice.value not in read:  # type: ignore[attr-defined]
+                        read.append(child.slice.value)  # type: ignore[attr-defined]
         self._calls(node)
+
+    def _keyed(self, node: ast.expr) -> Optional[str]:
+        """`batch["key"]` on a parameter itself: the name its value goes by (see `_keyed`)."""
+        if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
+            return None
+        parameter = self.origin.get(node.value.id)
+        if parameter is None or "[" in parameter:
+            return None  # not read from a parameter, or a value read by key already
+        name = _keyed(parameter, node.slice.value)
+        self.origin.setdefault(name, name)
+        return name
 
     def _calls(self, node: ast.AST) -> None:
         """Inner calls first: in `self.head(self.embed(x))`, x is consumed by `embed`."""
@@ -466,6 +530,9 @@ class _HintWalker:
             return set()
         if isinstance(node, ast.Name):
             return {node.id}
+        keyed = self._keyed(node) if isinstance(node, ast.Subscript) else None
+        if keyed is not None:
+            return {keyed}
         names: set[str] = set()
         for child in ast.iter_child_nodes(node):
             names |= self._free_names(child)
@@ -505,6 +572,9 @@ class _HintWalker:
         return _self_path(node)
 
     def _derived_from(self, node: ast.expr) -> Optional[str]:
+        keyed = self._keyed(node)
+        if keyed is not None:
+            return keyed  # `images = batch["pixel_values"]`
         for child in ast.walk(node):
             if isinstance(child, ast.Name) and child.id in self.origin:
                 return self.origin[child.id]

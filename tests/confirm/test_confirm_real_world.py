@@ -4,7 +4,7 @@ bad case is confirmed and every correct look-alike is not reproduced, from nothi
 The inputs come from the project's own usage (construction sites, `__main__` blocks, scripts
 written flat at module level, the keywords
 it passes, the calls of its training functions) or are synthesised jointly (timesteps, masks and
-lengths sized after their partners); transformers models come from tiny configs when the code calls
+lengths sized after their partners; a dict batch with the keys the forward reads); transformers models come from tiny configs when the code calls
 `from_pretrained`. Without transformers or lightning installed, their fixtures must say which
 package to install.
 """
@@ -41,6 +41,7 @@ EVIDENCE = {
     ("flat_block_runner.py", 11, "CKPT006"): [r"ran with use_reentrant omitted: effective use_reentrant=True", r"ran the file as a script"],
     ("hf_flat_chat.py", 11, "CKPT004"): [r"return value: CausalLMOutputWithPast of 2 with checkpointing after backward; CausalLMOutputWithPast of 3 without", r"ran the file as a script up to its backward number 2", r"AutoTokenizer\.from_pretrained\('meta-llama/Llama-3\.2-1B-Instruct'\) built a character-level tokenizer", r"LlamaForCausalLM from a tiny LlamaConfig with use_cache=True"],
     ("flat_finetune.py", 30, "CKPT005"): [r"blocks\.0\.mlp\.0\.weight: grad None with checkpointing", r"ran the file as a script up to its first backward"],
+    ("dict_batch_classifier.py", 31, "CKPT001"): [r"stem\.conv\.weight: grad None with checkpointing", r"batch=\{'pixel_values': float32\[2, 3, 32, 32\], 'labels': int64\[2\]\}"],
     ("runner_object.py", 20, "CKPT005"): [r"backbone\.stages\.0\.0\.weight: grad None with checkpointing", r"ran the file's `if __name__ == \"__main__\":` block up to its first backward"],
     ("lightning_classifier.py", 38, "CKPT005"): [r"blocks\.0\.\S+: grad None with checkpointing", r"ran LitTextClassifier\(vocab_size=100, dim=32, heads=2, num_classes=10\)"],
 }
@@ -56,6 +57,7 @@ LOOK_ALIKES = [
     ("flat_finetune_hooked.py", "Tagger", "checkpoint(", "CKPT005"),
     ("hf_flat_chat_no_cache.py", MODULE, "from_pretrained(base)", "CKPT004"),
     ("runner_object_head.py", "Backbone", "checkpoint(", "CKPT005"),
+    ("dict_batch_classifier_nonreentrant.py", "DictBatchClassifier", "checkpoint(", "CKPT001"),
 ]
 
 
