@@ -19,12 +19,14 @@ import torch
 
 from ckptlint.confirm import absent_packages
 
-# Small values for the size fields of a transformers config whose defaults are large.
+# Small values for the width fields of a transformers config whose defaults are large. The depth
+# stays the family's default (12 ViT or BERT layers, 32 Llama layers, all narrow): code written for
+# the real checkpoint names its layers by index (`"encoder.layer.11" not in name`), and a 2-layer
+# stand-in would freeze a different set of them.
 TINY_CONFIG = {
-    "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-    "num_key_value_heads": 2, "head_dim": 8, "n_embd": 16, "n_layer": 2, "n_head": 2, "n_inner": 32,
-    "d_model": 16, "d_ff": 32, "num_layers": 2, "num_heads": 2, "encoder_layers": 2,
-    "decoder_layers": 2, "encoder_attention_heads": 2, "decoder_attention_heads": 2,
+    "hidden_size": 16, "intermediate_size": 32, "num_attention_heads": 2,
+    "num_key_value_heads": 2, "head_dim": 8, "n_embd": 16, "n_head": 2, "n_inner": 32,
+    "d_model": 16, "d_ff": 32, "num_heads": 2, "encoder_attention_heads": 2, "decoder_attention_heads": 2,
     "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "vocab_size": 128, "max_position_embeddings": 64,
     "n_positions": 64, "image_size": 32, "patch_size": 8,
 }  # fmt: skip

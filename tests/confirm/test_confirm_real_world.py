@@ -42,6 +42,7 @@ EVIDENCE = {
     ("hf_flat_chat.py", 11, "CKPT004"): [r"return value: CausalLMOutputWithPast of 2 with checkpointing after backward; CausalLMOutputWithPast of 3 without", r"ran the file as a script up to its backward number 2", r"AutoTokenizer\.from_pretrained\('meta-llama/Llama-3\.2-1B-Instruct'\) built a character-level tokenizer", r"LlamaForCausalLM from a tiny LlamaConfig with use_cache=True"],
     ("flat_finetune.py", 30, "CKPT005"): [r"blocks\.0\.mlp\.0\.weight: grad None with checkpointing", r"ran the file as a script up to its first backward"],
     ("dict_batch_classifier.py", 31, "CKPT001"): [r"stem\.conv\.weight: grad None with checkpointing", r"batch=\{'pixel_values': float32\[2, 3, 32, 32\], 'labels': int64\[2\]\}"],
+    ("hf_flat_vit_last_layer.py", 10, "CKPT005"): [r"vit\.layers\.11\.\S+: grad None with checkpointing", r"built ViTForImageClassification from a tiny ViTConfig with num_labels=3"],
     ("runner_object.py", 20, "CKPT005"): [r"backbone\.stages\.0\.0\.weight: grad None with checkpointing", r"ran the file's `if __name__ == \"__main__\":` block up to its first backward"],
     ("lightning_classifier.py", 38, "CKPT005"): [r"blocks\.0\.\S+: grad None with checkpointing", r"ran LitTextClassifier\(vocab_size=100, dim=32, heads=2, num_classes=10\)"],
 }
