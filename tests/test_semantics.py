@@ -878,6 +878,28 @@ CASES = {
         # Decoder: one construction passes a value the analysis cannot read, so its mode is unknown.
         {(14, "CKPT005")},
     ),
+    "what a shared `__init__` stored on self is what constructions of that class passed (CKPT005)": (
+        """
+        class Encoder(nn.Module):
+            def __init__(self, reentrant=False):
+                super().__init__()
+                self.reentrant = reentrant
+                self.embed = nn.Embedding(10, 4)
+                self.layer = nn.Linear(4, 4)
+            def forward(self, ids):
+                return checkpoint(self.layer, self.embed(ids), use_reentrant=self.reentrant)
+        class Decoder(Encoder):
+            def forward(self, ids):
+                return checkpoint(self.layer, self.embed(ids), use_reentrant=self.reentrant)
+        def train():
+            encoder = Encoder(reentrant=False)
+            encoder.embed.requires_grad_(False)
+            decoder = Decoder(reentrant=True)
+            decoder.embed.requires_grad_(False)
+        """,
+        # Encoder.forward: constructions of Encoder pass False (the Decoder's True is another class's).
+        {(12, "CKPT005")},
+    ),
     "an `if __name__ == '__main__':` block is the script, run unconditionally (CKPT008)": (
         """
         class Net(nn.Module):

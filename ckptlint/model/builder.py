@@ -633,7 +633,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
             nodes = {name: spelled for name, (_, spelled, _) in arguments.keywords.items()}
             passed = [*enumerate(arguments.positional[:star]), *nodes.items()]
             states = {key: state for key, arg in passed if isinstance(arg, cst.Arg) and (state := state_of(self, arg.value)) != ModelState()}
-            call = CallRecord(node, positional, keywords, nodes, arguments.has_star_args, arguments.unresolved_kwargs, bound, self.scope.qualname, states)
+            constructs = callee.qualname if isinstance(callee, Ref) and targets[0].endswith(".__init__") and not callee.qualname.endswith(".__init__") else None
+            call = CallRecord(node, positional, keywords, nodes, arguments.has_star_args, arguments.unresolved_kwargs, bound, self.scope.qualname, states, constructs)
             self.note_call(targets, call)
             self.note_model_handoffs(targets, call, passed)
             self.note_wrapper_call(callee, call)

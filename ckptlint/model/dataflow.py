@@ -82,7 +82,7 @@ class Dataflow:
         if binding.constructors or binding.container:
             return held_module(self.index, binding, spelled, holder.qualname)
         if binding.param is not None:
-            return Param(binding.param, f"{holder.qualname}.__init__")  # what the constructor was handed
+            return Param(binding.param, f"{holder.qualname}.__init__", class_qualname)  # what the constructor was handed
         return UNKNOWN
 
     def method(self, class_qualname: str, attr: str) -> Value:

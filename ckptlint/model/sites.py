@@ -229,6 +229,7 @@ class CallRecord:
     caller: str  # the calling function (or module)
     # Models passed by name with a known mode or checkpointing: positional index or keyword -> state.
     states: dict[Union[int, str], ModelState] = field(default_factory=dict)
+    constructs: Optional[str] = None  # the class a constructor call builds
 
 
 @dataclass(frozen=True, eq=False)

@@ -332,7 +332,7 @@ class Resolver:
         return AttributeOf(base, attr) if isinstance(base, SYMBOLIC) else UNKNOWN
 
     def parameter(self, param: Param, depth: int) -> Value:
-        key = (param.function, param.name)
+        key = (param.function, param.name, param.instance_of)
         if key in self.memo:
             return self.memo[key]
         if key in self.active or depth >= _MAX_DEPTH:
@@ -362,6 +362,8 @@ class Resolver:
         if facts is None or calls is None or len(calls) > _MAX_CALLS:
             return result if data_unless_shown else param
         for _, call in calls:
+            if param.instance_of is not None and call.constructs is not None and not self._builds_a(call.constructs, param.instance_of):
+                continue  # builds another class that shares the `__init__`: its objects hold other values
             passed = self.value(bind(facts, call, param.name), depth + 1)
             if data_unless_shown and grad_on_some_path(passed) is None:
                 continue
@@ -371,6 +373,10 @@ class Resolver:
             if result is None:
                 return param
         return param if result is None or isinstance(result, Unknown) else result
+
+    def _builds_a(self, constructed: str, cls: str) -> bool:
+        index = self.model.index
+        return index.is_subclass(index.canonical(constructed), frozenset([index.canonical(cls)]))
 
     # --- modules run by the functions they are handed to ---------------------------------------
 

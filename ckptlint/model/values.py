@@ -113,10 +113,13 @@ class ModuleObject:
 
 @dataclass(frozen=True)
 class Param:
-    """A parameter of the enclosing function whose provenance is not known."""
+    """A parameter of the enclosing function whose provenance is not known. `instance_of`: for an
+    `__init__` parameter read back from `self` (`self.cfg = cfg`), the class `self` is there: only
+    constructions of it (or its subclasses) pass what it holds."""
 
     name: str
     function: str
+    instance_of: Optional[str] = None
 
 
 @dataclass(frozen=True, eq=False)
