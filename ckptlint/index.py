@@ -937,6 +937,7 @@ def _freeze_facts(scope: ast.AST, base: str, path: str) -> Freeze:
 
 
 _PARAMETER_LEAVES = frozenset({"weight", "bias"})
+_PRETRAINED_MODELS = frozenset({"transformers.PreTrainedModel", "transformers.modeling_utils.PreTrainedModel"})
 
 
 class _FreezeFacts:
@@ -1640,6 +1641,7 @@ class ProjectIndex:
         # Class -> (holding class, attribute) for every plain submodule attribute; holders being folded.
         self._holders: Optional[dict[str, list[tuple[str, str]]]] = None
         self._freezes_active: set[str] = set()
+        self._never_checkpointed: dict[str, bool] = {}
         self._instance_steps: Optional[dict[str, list[list[FreezeStep]]]] = None
         self._call_effects: dict[tuple[str, str, str, Optional[str]], tuple[Freeze, frozenset[str]]] = {}
         self._hf_enable: Optional[list[tuple[str, int]]] = None
@@ -1825,6 +1827,34 @@ class ProjectIndex:
             inner = _projected(outer, attr)
             if inner:
                 found.append((inner, frozenset([outer.path] if outer.line else [])))
+        return found
+
+    def layers_never_checkpointed(self, class_qualname: str) -> bool:
+        """Whether the transformers GradientCheckpointingLayers a class calls can never checkpoint:
+        every chain of project classes holding it ends at a transformers model whose
+        `supports_gradient_checkpointing` is not True (its `gradient_checkpointing_enable()` raises,
+        so nothing sets the layers' flag). A chain that ends anywhere else leaves it possible."""
+        if class_qualname in self._never_checkpointed:
+            return self._never_checkpointed[class_qualname]
+        if self._holders is None:
+            self._holders = self._holding_attributes()
+        frontier, seen, models = [self.canonical(class_qualname)], set(), 0
+        verdict = True
+        while frontier and verdict:
+            current = frontier.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            if self.is_subclass(current, _PRETRAINED_MODELS):
+                models += 1
+                support = self.attribute(current, "supports_gradient_checkpointing")
+                if support is not None and not (support.has_constant and support.constant is False):
+                    verdict = False  # supported (or set in a way the index cannot read)
+            holders = [h for c in (current, *self.subclasses(current)) for h, _ in self._holders.get(self.canonical(c), ())]
+            if not holders and not self.is_subclass(current, _PRETRAINED_MODELS):
+                verdict = False  # held by nothing the project shows: a user may switch its layers on
+            frontier.extend(holders)
+        self._never_checkpointed[class_qualname] = found = verdict and models > 0
         return found
 
     def _holding_attributes(self) -> dict[str, list[tuple[str, str]]]:

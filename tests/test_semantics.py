@@ -1608,6 +1608,56 @@ def test_a_builder_returning_its_wrapped_model_directly_is_a_builder():
     assert findings(body, transformers="4.57") == {(13, "CKPT005")}
 
 
+def test_layers_of_a_model_that_does_not_support_checkpointing_never_checkpoint():
+    """`gradient_checkpointing_enable()` raises on a transformers model whose
+    `supports_gradient_checkpointing` is not True, so its GradientCheckpointingLayers never
+    checkpoint (transformers 5.23's SAM 2 mask decoder passes its tensors by keyword)."""
+    body = """
+        from transformers import PreTrainedModel
+        from transformers.modeling_layers import GradientCheckpointingLayer
+        class Block(GradientCheckpointingLayer):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 4)
+            def forward(self, queries, keys):
+                return self.proj(queries) + keys
+        class TwoWay(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.query = nn.Linear(4, 4)
+                self.layers = nn.ModuleList([Block(), Block()])
+            def forward(self, x, keys):
+                queries = self.query(x)
+                for layer in self.layers:
+                    queries = layer(queries=queries, keys=keys)
+                return queries
+        class Decoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.transformer = TwoWay()
+        class Unsupported(PreTrainedModel):
+            def __init__(self, config):
+                super().__init__(config)
+                self.decoder = Decoder()
+        class Supported(PreTrainedModel):
+            supports_gradient_checkpointing = True
+            def __init__(self, config):
+                super().__init__(config)
+                self.two_way = TwoWay2()
+        class TwoWay2(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.query = nn.Linear(4, 4)
+                self.layers = nn.ModuleList([Block(), Block()])
+            def forward(self, x, keys):
+                queries = self.query(x)
+                for layer in self.layers:
+                    queries = layer(queries=queries, keys=keys)
+                return queries
+        """
+    assert findings(body, transformers="4.57") == {(41, "CKPT003")}
+
+
 def test_turning_a_tied_head_back_on_turns_the_embeddings_on():
     body = """
         from transformers import AutoModelForCausalLM, LlamaForCausalLM

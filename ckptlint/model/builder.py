@@ -657,7 +657,9 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
             if site is not None:
                 self.record(site)
         elif isinstance(callee, ModuleObject) and any(self.index.is_subclass(c, HF_GC_LAYER) for c in callee.classes):
-            self.record(self.hf_layer_site(node, callee))
+            owner = self.scope.class_qualname
+            if owner is None or not self.index.layers_never_checkpointed(owner):
+                self.record(self.hf_layer_site(node, callee))
         elif isinstance(callee, ModuleObject) and (site := self.wrapped_module_site(node, callee)) is not None:
             self.record(site)
 
