@@ -111,6 +111,18 @@ def recompute_stops_early(v: AssumedVersion) -> bool:
     return _key(v.version) >= _key(EARLY_STOP_SINCE)
 
 
+# transformers' Trainer sets `model.config.use_cache = args.use_cache` (TrainingArguments.use_cache,
+# default False) when it is built, since 5.0: read in the 5.0.0, 5.5.0, 5.10.0 and 5.23.0 sources and
+# measured on 5.23 (no "incompatible with gradient checkpointing" warning, use_cache False after
+# training); 4.57.6 leaves the model's config alone (measured: warning, use_cache still True).
+TRAINER_SETS_USE_CACHE_SINCE: Version = (5, 0)
+
+
+def trainer_sets_use_cache(v: AssumedVersion) -> bool:
+    """Whether building a Trainer overwrites the model's `config.use_cache` with its arguments'."""
+    return _key(v.version) >= _key(TRAINER_SETS_USE_CACHE_SINCE)
+
+
 def generation_loses_context(v: AssumedVersion) -> bool:
     """Whether generate() in train mode with checkpointing on decodes each step without the earlier tokens."""
     return _key(v.version) >= _key(GENERATION_WITHOUT_CONTEXT_SINCE)

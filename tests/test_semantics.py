@@ -1184,7 +1184,9 @@ def test_a_model_a_helper_returns_with_caching_on_is_cached_under_checkpointing(
             model = load(name)
             return model.generate(prompt)
         """
-    assert findings(body) == {(12, "CKPT004"), (15, "CKPT004")}
+    # Since transformers 5.0 the Trainer sets `model.config.use_cache` from its arguments when it is built.
+    assert findings(body, transformers="4.57") == {(12, "CKPT004"), (15, "CKPT004")}
+    assert findings(body) == {(15, "CKPT004")}
 
 WRAPPERS = """
 def run_ckpt(fn, *args, **kwargs):
@@ -1440,7 +1442,30 @@ def test_use_cache_turned_back_on_after_the_trainer_returns_is_generation():
             model = AutoModelForCausalLM.from_pretrained(name, use_cache=True)
             Trainer(model=model, args=TrainingArguments(output_dir="out"), train_dataset=data).train()
         """
-    assert findings(body) == findings(body, transformers="4.57") == {(5, "CKPT004")}
+    assert findings(body, transformers="4.57") == {(5, "CKPT004")}
+    assert findings(body) == set()  # 5.x: building the Trainer set `use_cache` from its arguments
+
+
+def test_a_trainer_built_since_transformers_5_sets_caching_from_its_arguments():
+    """Measured on 5.23 and 4.57.6 (rules/CKPT004.md): since 5.0 `Trainer(...)` sets
+    `model.config.use_cache = args.use_cache` (default False) when it is built."""
+    body = """
+        from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+        def cached_before(name, data):
+            model = AutoModelForCausalLM.from_pretrained(name, use_cache=True)
+            Trainer(model=model, args=TrainingArguments(output_dir="out", gradient_checkpointing=True), train_dataset=data).train()
+        def cached_after_building(name, data):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            trainer = Trainer(model=model, args=TrainingArguments(output_dir="out", gradient_checkpointing=True), train_dataset=data)
+            model.config.use_cache = True
+            trainer.train()
+        def cached_by_the_arguments(name, data):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            args = TrainingArguments(output_dir="out", gradient_checkpointing=True, use_cache=True)
+            Trainer(model=model, args=args, train_dataset=data).train()
+        """
+    assert findings(body, transformers="4.57") == {(4, "CKPT004"), (9, "CKPT004")}
+    assert findings(body) == {(9, "CKPT004"), (13, "CKPT004")}
 
 
 def test_a_transformers_model_counts_as_frozen_upstream_only_when_everything_its_first_layer_reads_is():

@@ -13,6 +13,7 @@ from ckptlint.model.model_states import HF_DISABLE_METHODS, model_key, resolved,
 from ckptlint.model.scope import Scope
 from ckptlint.model.sites import ApiKind, CacheUse, CallRecord, GradFreeCall, ModelHandOff, ModelState
 from ckptlint.model.values import Const, Instance, ModuleObject, Param, Ref, Value
+from ckptlint.versions import trainer_sets_use_cache
 
 
 # Methods of a model that the facts here follow; any other `self.<attr>(...)` calls the attribute.
@@ -205,6 +206,12 @@ class TrainingScriptFacts:
         if site is None:
             return None
         self.scope.checkpointed_models.setdefault(model.value, site.call)
+        if trainer_sets_use_cache(self.versions.transformers):
+            # The Trainer replaces the config's `use_cache` with its arguments' (False unless they say so).
+            self.unspell_cache(model.value)
+            setting = next((a for a in site.call.args if a.keyword and a.keyword.value == "use_cache"), None) if isinstance(site.call, cst.Call) else None
+            if setting is not None and self.evaluate(setting.value) == Const(True):
+                self.spell_cache(model.value, setting, "use_cache")
         if site.receiver is None:
             function_scope = next((s for s in reversed(self.scopes) if s.kind == "function"), None)
             site.receiver, site.trainer_function = self.evaluate(model), function_scope.qualname if function_scope else None

@@ -55,3 +55,16 @@ def test_trainer_leaves_the_model_in_train_mode_with_checkpointing_on(tmp_path):
     switches caching back on for generation must also call `eval()` (or checkpointing stays in force)."""
     model = fx.fine_tune_reentrant_unfrozen(fx.make_dataset(), str(tmp_path))
     assert model.training and model.is_gradient_checkpointing
+
+
+@pytest.mark.parametrize("arguments, cached", [({}, False), ({"use_cache": True}, True)])
+def test_building_a_trainer_sets_caching_from_its_arguments_in_5_x(arguments, cached, tmp_path):
+    """transformers 5.23: `Trainer(...)` sets `model.config.use_cache = args.use_cache` (default
+    False) when it is built, whatever the model was built with (rules/CKPT004.md)."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
+
+    config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2, use_cache=True)
+    model = LlamaForCausalLM(config)
+    args = TrainingArguments(output_dir=str(tmp_path), gradient_checkpointing=True, report_to=[], **arguments)
+    Trainer(model=model, args=args)
+    assert model.config.use_cache is cached
