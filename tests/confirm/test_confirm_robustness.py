@@ -39,7 +39,8 @@ class Odd(nn.Module):
         self.block = nn.Linear(4, 4)
 
     def forward(self, batch):
-        return checkpoint(self.block, batch["features"], use_reentrant=False)
+        # A project object whose method builds the tensor: nothing to synthesise it from.
+        return checkpoint(self.block, batch.load_features(), use_reentrant=False)
 """
 
 HANGS = HEADER + """
