@@ -354,11 +354,15 @@ class Resolver:
             result = entry_value(param.function, param.name)
             if result is None:
                 return param
-        # Its forward gets data whatever else the project's callers pass, unless one of them
-        # visibly passes a tensor that requires grad (a reproduction's `torch.randn(..., requires_grad=True)`).
+        # Its forward gets data whatever else the project's callers pass, unless one of them in this
+        # file visibly passes a tensor that requires grad (a reproduction's `torch.randn(...,
+        # requires_grad=True)`). Only this file's calls: the others would be loaded for every model.
         data_unless_shown = result is not None and method == "forward"
         facts = self.facts(param.function)
-        calls = self.callers(param.function) if facts is not None else None
+        if data_unless_shown:
+            calls = [(self.model, call) for call in self.model.calls.get(param.function, ())]
+        else:
+            calls = self.callers(param.function) if facts is not None else None
         if facts is None or calls is None or len(calls) > _MAX_CALLS:
             return result if data_unless_shown else param
         for _, call in calls:
