@@ -718,7 +718,7 @@ class _Summarizer:
                     slot = str(int(slot) + 1) if slot.isdigit() else slot
                 else:
                     callee = self.project_callee(func)
-                if callee is not None and (_function_like(callee) or callee.split(".", 1)[0] == self.module.split(".", 1)[0]):
+                if callee is not None and (_function_like(callee) or self.in_this_package(callee)):
                     # A project class handed the object holds it (`Runner(model)`): the step links the
                     # two (`ProjectIndex._freezes_through_holders`); it freezes nothing by itself.
                     steps[arg.id].append(FreezeStep(callee=callee, slot=slot, member=member))
@@ -727,13 +727,17 @@ class _Summarizer:
         """Objects built right in the arguments of a project class's construction (`Runner(Net())`):
         the class holds them (see `call_steps`)."""
         callee = self.project_callee(call.func)
-        if callee is None or _function_like(callee) or callee.split(".", 1)[0] != self.module.split(".", 1)[0]:
+        if callee is None or _function_like(callee) or not self.in_this_package(callee):
             return
         handed = [(str(i), a) for i, a in enumerate(call.args)] + [(k.arg, k.value) for k in call.keywords if k.arg]
         for slot, arg in handed:
             made = self.constructed(arg) if type(arg) is ast.Call else None
             if made is not None:
                 yield made[0], [*made[1], FreezeStep(callee=callee, slot=slot)]
+
+    def in_this_package(self, qualname: str) -> bool:
+        """Defined in the top-level package of this module (a project class, not a library's)."""
+        return qualname.split(".", 1)[0] == self.module.split(".", 1)[0]
 
     def project_callee(self, func: ast.AST) -> Optional[str]:
         """The qualified name of a function that may be the project's own (not a checkpoint API, not a library)."""
@@ -1813,10 +1817,8 @@ class ProjectIndex:
     def _freezes_through_holders(self, canonical: str) -> list[tuple[Freeze, frozenset[str]]]:
         """The freezing of submodules of this class done from objects holding it:
         `model.backbone.stem.requires_grad_(False)` on a model whose `backbone` is one of these."""
-        if self._holders is None:
-            self._holders = self._holding_attributes()
         found = []
-        for holder, attr in self._holders.get(canonical, ()):
+        for holder, attr in self.holders_of(canonical):
             if holder == canonical or holder in self._freezes_active:
                 continue
             self._freezes_active.add(holder)
@@ -1836,8 +1838,6 @@ class ProjectIndex:
         so nothing sets the layers' flag). A chain that ends anywhere else leaves it possible."""
         if class_qualname in self._never_checkpointed:
             return self._never_checkpointed[class_qualname]
-        if self._holders is None:
-            self._holders = self._holding_attributes()
         frontier, seen, models = [self.canonical(class_qualname)], set(), 0
         verdict = True
         while frontier and verdict:
@@ -1845,21 +1845,27 @@ class ProjectIndex:
             if current in seen:
                 continue
             seen.add(current)
-            if self.is_subclass(current, _PRETRAINED_MODELS):
+            is_model = self.is_subclass(current, _PRETRAINED_MODELS)
+            if is_model:
                 models += 1
                 support = self.attribute(current, "supports_gradient_checkpointing")
                 if support is not None and not (support.has_constant and support.constant is False):
                     verdict = False  # supported (or set in a way the index cannot read)
-            holders = [h for c in (current, *self.subclasses(current)) for h, _ in self._holders.get(self.canonical(c), ())]
-            if not holders and not self.is_subclass(current, _PRETRAINED_MODELS):
+            holders = [h for c in (current, *self.subclasses(current)) for h, _ in self.holders_of(self.canonical(c))]
+            if not holders and not is_model:
                 verdict = False  # held by nothing the project shows: a user may switch its layers on
             frontier.extend(holders)
         self._never_checkpointed[class_qualname] = found = verdict and models > 0
         return found
 
+    def holders_of(self, canonical: str) -> list[tuple[str, str]]:
+        """(holding class, attribute) for each place a class is held: a submodule a class builds, or
+        an object its constructor is handed and keeps (`Runner(model)` with `self.model = model`)."""
+        if self._holders is None:
+            self._holders = self._holding_attributes()
+        return self._holders.get(canonical, [])
+
     def _holding_attributes(self) -> dict[str, list[tuple[str, str]]]:
-        """Class -> (holding class, attribute): submodules it builds, and objects its constructor is
-        handed and keeps (`Runner(model)` with `self.model = model`)."""
         handed: dict[tuple[str, str], list[str]] = {}  # (class, slot) -> classes of the objects handed there
         for m in self.modules.values():
             for key, steps in m.instance_freezes.items():
