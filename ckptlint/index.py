@@ -30,6 +30,7 @@ from ckptlint.model.apis import (
 from ckptlint.model.sites import ApiKind
 from ckptlint.model.torch_knowledge import MODULE_BASES, MODULE_SELF_METHODS
 from ckptlint.names import absolute_module, import_bindings, resolve_dotted
+from ckptlint.registries import UNKNOWN_ENTRY, RegistryFacts, scan_registries
 from ckptlint.syntax import check_future_imports
 from ckptlint.wrapped_modules import ActivationWrap, activation_wraps
 
@@ -301,6 +302,8 @@ class ModuleSummary:
     # Top-level functions that return a model built with caching switched on (`use_cache=True` in its
     # constructor or `from_pretrained`, or `model.config.use_cache = True` before `return model`).
     cache_builders: tuple[str, ...] = ()
+    # Registries of classes defined or filled here (ckptlint/registries.py).
+    registry_facts: RegistryFacts = field(default_factory=RegistryFacts)
     digest: str = field(default="", compare=False)
 
     def to_json(self) -> dict:
@@ -346,6 +349,7 @@ class ModuleSummary:
             trains=data["trains"],
             builders=data["builders"],
             cache_builders=tuple(data["cache_builders"]),
+            registry_facts=RegistryFacts(**data["registry_facts"]),
             blocks=[
                 Block(
                     b["start"], b["end"], b["definition"], b["binds"], b["refs"], b["attrs"], b["stashes"],
@@ -533,6 +537,7 @@ class _Summarizer:
             self.module, path, self.is_package, dict(self.imports), classes, tuple(functions), aliases, self.instance_freezes,
             self.param_freezes, hf_enables, built, wraps, self.forwarding, models, self.trains, blocks, self.builders,
             tuple(self.cache_builders),
+            scan_registries(self.module, tree, source, set(self.imports), self.qualify, lambda node: _project_name(self, node)),
         )
 
     def may_freeze(self, node: ast.stmt) -> bool:
@@ -1641,6 +1646,9 @@ class ProjectIndex:
         self.modules = modules
         self._constructed: Optional[frozenset[str]] = None
         self._models: Optional[frozenset[str]] = None
+        self._registries: dict[str, Optional[tuple[str, ...]]] = {}
+        self._registry_names: Optional[frozenset[str]] = None
+        self._holding: Optional[dict[str, list[str]]] = None
         self._freezes: dict[str, tuple[Freeze, frozenset[str]]] = {}
         # Class -> (holding class, attribute) for every plain submodule attribute; holders being folded.
         self._holders: Optional[dict[str, list[tuple[str, str]]]] = None
@@ -1904,6 +1912,49 @@ class ProjectIndex:
         self.cited |= paths
         return freeze
 
+    def registry_names(self) -> frozenset[str]:
+        """The names of the project's registries of classes, wherever defined (a cheap first test)."""
+        if self._registry_names is None:
+            self._registry_names = frozenset(n for m in self.modules.values() for n in m.registry_facts.registries)
+        return self._registry_names
+
+    def registries_holding(self, class_qualname: str) -> list[str]:
+        """The project registries of classes that hold `class_qualname` (and nothing the code does not show)."""
+        if self._holding is None:
+            self._holding = {}
+            for m in self.modules.values():
+                for name in m.registry_facts.registries:
+                    for cls in self.registry(f"{m.name}.{name}") or ():
+                        self._holding.setdefault(cls, []).append(f"{m.name}.{name}")
+        return self._holding.get(self.canonical(class_qualname), [])
+
+    def registry(self, qualname: str) -> Optional[tuple[str, ...]]:
+        """The classes a project registry of classes may hold (`MODELS = {"vit": ViT}`, entries
+        stored into it anywhere in the project, classes a registering decorator adds, a registered
+        builder function's class); None when it is no registry or holds an entry the code does not show."""
+        key = self.canonical(qualname)
+        if key not in self._registries:
+            self._registries[key] = self._registry(key)
+        return self._registries[key]
+
+    def _registry(self, key: str) -> Optional[tuple[str, ...]]:
+        module, name = self.split(key)
+        if module is None or name not in module.registry_facts.registries:
+            return None
+        entries = [self.canonical(e) if e != UNKNOWN_ENTRY else e for e in module.registry_facts.registries[name]]
+        registrars = set()
+        for other in self.modules.values():
+            facts = other.registry_facts
+            entries += [self.canonical(e) if e != UNKNOWN_ENTRY else e for r, stored in facts.stores.items() if self.canonical(r) == key for e in stored]
+            registrars |= {f"{other.name}.{f}" for f, r in facts.registrars.items() if self.canonical(r) == key}
+        if registrars:
+            for other in self.modules.values():
+                entries += [f"{other.name}.{c}" for c, decorators in other.registry_facts.decorated.items() if any(self.canonical(d) in registrars for d in decorators)]
+        classes = [e if self.class_(e) is not None else self.builds(e) if e != UNKNOWN_ENTRY else None for e in entries]
+        if not classes or any(c is None or self.class_(c) is None for c in classes):
+            return None
+        return tuple(dict.fromkeys(classes))  # type: ignore[arg-type]
+
     def returns_cached_model(self, function: str) -> bool:
         """Whether a project function returns a model built with caching switched on."""
         module, name = self.split(self.canonical(function))
@@ -2050,9 +2101,17 @@ class ProjectIndex:
             defined_in, _ = self.split(name)
             if member and defined_in is not None:
                 found[(defined_in.name, name.rsplit(".", 1)[-1])] = defined_in
-            for reader, local in self._bound(name):
+            holding = self.registries_holding(name)
+            # `MODELS[name](...)` builds the class too, wherever the registry holding it is read.
+            for reader, local in [pair for bound in (name, *holding) for pair in self._bound(bound)]:
                 for number in self._readers_of(reader).get(local, ()):
                     found.setdefault((reader.name, _definition(reader.blocks[number])), reader)
+            for registry in holding:  # `registries.MODELS[name](...)`
+                registry_module, registry_name = registry.rsplit(".", 1)
+                for reader, local in self._bound(registry_module):
+                    for number in self._readers_of(reader).get(local, ()):
+                        if registry_name in reader.blocks[number].attrs.split():
+                            found.setdefault((reader.name, _definition(reader.blocks[number])), reader)
         attr = member.rsplit(".", 1)[-1] if member else head
         for reader, local in self._bound(module.name):
             for number in self._readers_of(reader).get(local, ()):
@@ -2069,7 +2128,7 @@ class ProjectIndex:
                 pairs += [(local, alias.target) for local, alias in m.aliases.items() if not alias.is_partial]
                 for local, target in pairs:
                     self._bound_as.setdefault(self.canonical(target), []).append((m.name, local))
-                for local in (*m.classes, *m.functions):
+                for local in (*m.classes, *m.functions, *m.registry_facts.registries):
                     self._bound_as.setdefault(f"{m.name}.{local}", []).append((m.name, local))
         return [(self.modules[m], local) for m, local in self._bound_as.get(self.canonical(qualname), ())]
 

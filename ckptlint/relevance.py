@@ -82,8 +82,8 @@ def can_matter(text: str, summary: ModuleSummary, index: ProjectIndex, settings:
 
 def checkpoint_names(summary: ModuleSummary, index: ProjectIndex, settings: Settings) -> set[str]:
     """Module-level names bound to a checkpoint API, a project wrapper (declared or inferred),
-    transformers training arguments, a checkpointing layer class, a hand-written checkpoint
-    (an autograd.Function whose `apply` checkpoints), or a project function that switches
+    transformers training arguments, a checkpointing layer class (or a registry of classes holding
+    one), a hand-written checkpoint (an autograd.Function whose `apply` checkpoints), or a project function that switches
     transformers checkpointing on for the model it is handed (its callers build and freeze that model)."""
     wrappers = dict(settings.checkpoint_functions)
     bindings = {**{name: target for name, target in summary.imports.items()}, **{name: f"{summary.name}.{name}" for name in summary.aliases}}
@@ -101,9 +101,16 @@ def checkpoint_names(summary: ModuleSummary, index: ProjectIndex, settings: Sett
             names.add(name)
         elif index.enables_hf_checkpointing(canonical):
             names.add(name)
-        elif (summary_of := index.class_(canonical)) is not None and (summary_of.recompute is not None or _checkpointing_class(index, canonical)):
+        elif _checkpointing_class_or_autograd(index, canonical):
             names.add(name)
+        elif any(_checkpointing_class_or_autograd(index, cls) for cls in index.registry(canonical) or ()):
+            names.add(name)  # a registry of classes (`MODELS[name](...)`) holding one
     return names
+
+
+def _checkpointing_class_or_autograd(index: ProjectIndex, qualname: str) -> bool:
+    summary = index.class_(qualname)
+    return summary is not None and (summary.recompute is not None or _checkpointing_class(index, qualname))
 
 
 def _checkpointing_class(index: ProjectIndex, qualname: str) -> bool:

@@ -38,6 +38,7 @@ from ckptlint.model.values import (
     Lambda,
     LocalFunction,
     ModuleObject,
+    OneOf,
     Partial,
     Pieces,
     Ref,
@@ -139,6 +140,9 @@ class Evaluation:
                 return AttributeOf(base, node.attr.value)
             return self.ref(f"{base.qualname}.{node.attr.value}") if isinstance(base, Ref) else UNKNOWN
         if branch is cst.Subscript:
+            registered = self.registered_classes(node.value)
+            if registered is not None:
+                return registered  # `MODELS[name]`: one of the classes the registry holds
             return element_of(self.evaluate(node.value))
         if branch is cst.BinaryOperation:
             return join_grad([self.evaluate(node.left), self.evaluate(node.right)], Spelling("`{}`", node))
@@ -170,6 +174,10 @@ class Evaluation:
     def evaluate_call(self, node: cst.Call) -> Value:
         if id(node) in self.call_values:
             return self.call_values[id(node)]
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and len(node.args) == 1 and not node.args[0].star:
+            registered = self.registered_classes(node.func.value)
+            if registered is not None:
+                return registered  # `MODELS.get(name)`
         if isinstance(node.func, cst.Attribute) and not is_self(node.func.value):
             receiver = self.evaluate(node.func.value)
             method = node.func.attr.value
@@ -182,6 +190,10 @@ class Evaluation:
             elif is_transformers_model(receiver) and method in MODULE_SELF_METHODS:
                 return receiver  # `BertModel(config).to(device)`: the same layers
         func = self.evaluate(node.func)
+        if isinstance(func, OneOf) and all(isinstance(o, Ref) and self.index.class_(o.qualname) is not None for o in func.options):
+            # `MODELS[name](...)`: an object of one of the registry's classes, built with these arguments.
+            classes = tuple(o.qualname for o in func.options)  # type: ignore[union-attr]
+            return ModuleObject(classes, code(node.func), arguments=self.construction_arguments(node))
         if isinstance(func, SYMBOLIC):
             return CallOf(func, tuple(self.evaluate(a.value) for a in node.args if not a.keyword and not a.star), Spelling("`{}`", node))
         if isinstance(func, LocalFunction) and func.node is None:
@@ -233,6 +245,28 @@ class Evaluation:
             if isinstance(returned, Instance) and returned.config is not None:
                 return returned  # `config = tiny_config()`: a transformers config built by a helper
         return Instance(func.qualname, node, built_config(self.evaluate, func.qualname, node))
+
+    def registered_classes(self, holder: cst.BaseExpression) -> Optional[Value]:
+        """For a project registry of classes (`MODELS`, `registry.MODELS`): the class looked up in it,
+        as a choice among its classes (ProjectIndex.registry); None for anything else."""
+        if isinstance(holder, cst.Name):
+            if holder.value not in self.index.registry_names():
+                return None
+            bound = next((s for s in reversed(self.scopes) if holder.value in s.bindings), None)
+            if bound is not None and bound.kind != "module":
+                return None  # a local dict
+            qualname = self.summary.imports.get(holder.value, f"{self.summary.name}.{holder.value}")
+        elif isinstance(holder, cst.Attribute) and holder.attr.value in self.index.registry_names():
+            module = self.evaluate(holder.value)
+            if not isinstance(module, Ref):
+                return None
+            qualname = f"{module.qualname}.{holder.attr.value}"
+        else:
+            return None
+        classes = self.index.registry(qualname)
+        if classes is None:
+            return None
+        return Ref(classes[0]) if len(classes) == 1 else OneOf(tuple(Ref(c) for c in classes))
 
     def construction_arguments(self, node: cst.Call) -> Optional[tuple[tuple[str, tuple], ...]]:
         """A project class's construction arguments, described as the index describes them

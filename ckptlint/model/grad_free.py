@@ -13,7 +13,7 @@ the finding is at the call written under `no_grad`, and names the function that 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Iterator, Optional
 
 from ckptlint.model.regions import region_of
@@ -77,7 +77,11 @@ def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> I
 
 
 def _reached(model: "FileModel", value: Value, state: ModelState, spelled: str) -> Optional[str]:
-    """The checkpoint a train-mode call of the model runs, described; None when none is known to."""
+    """The checkpoint a train-mode call of the model runs, described; None when none is known to.
+    A model that is one of several classes (`MODELS[name](...)`) reaches one only if each of them does."""
+    if isinstance(value, ModuleObject) and value.container is None and len(value.classes) > 1:
+        each = [_reached(model, replace(value, classes=(cls,)), state, spelled) for cls in value.classes]
+        return each[0] if all(each) else None
     parts = region_of(model, value).parts if isinstance(value, ModuleObject) else []
     for part in parts:
         for site in part.model.sites:
