@@ -30,7 +30,7 @@ from ckptlint.model.apis import (
 from ckptlint.model.sites import ApiKind
 from ckptlint.model.torch_knowledge import MODULE_BASES, MODULE_SELF_METHODS
 from ckptlint.names import absolute_module, import_bindings, resolve_dotted
-from ckptlint.registries import UNKNOWN_ENTRY, RegistryFacts, scan_registries
+from ckptlint.registries import FILLING_METHODS, UNKNOWN_ENTRY, RegistryFacts, scan_registries
 from ckptlint.syntax import check_future_imports
 from ckptlint.wrapped_modules import ActivationWrap, activation_wraps
 
@@ -470,6 +470,8 @@ class _Summarizer:
         self.imports: dict[str, str] = {}
         self.local_names: set[str] = set()
         self.trains = False
+        # Names a subscript store, `update` or `setdefault` changes anywhere in the module (ckptlint/registries.py).
+        self.filled: set[str] = set()
 
     def qualify(self, node: ast.AST) -> Optional[str]:
         name = dotted(node)
@@ -537,7 +539,7 @@ class _Summarizer:
             self.module, path, self.is_package, dict(self.imports), classes, tuple(functions), aliases, self.instance_freezes,
             self.param_freezes, hf_enables, built, wraps, self.forwarding, models, self.trains, blocks, self.builders,
             tuple(self.cache_builders),
-            scan_registries(self.module, tree, source, set(self.imports), self.qualify, lambda node: _project_name(self, node)),
+            scan_registries(self.module, tree, self.filled, set(self.imports), self.qualify, lambda node: _project_name(self, node)),
         )
 
     def may_freeze(self, node: ast.stmt) -> bool:
@@ -1200,6 +1202,8 @@ class _Reads:
                     elif type(receiver) is ast.Name or type(receiver) is ast.Attribute and _is_self(receiver.value):
                         self.stashes = True  # `block.x = ...`, `self.block.x = ...`: state on a module
                     continue
+                if kind is ast.Subscript and type(node.ctx) is not ast.Load and type(node.value) is ast.Name:
+                    summarizer.filled.add(node.value.id)  # `MODELS["vit"] = ViT`: maybe a registry filled
                 if models is not None and (kind is ast.Assign or kind is ast.Call):
                     built_models = _models_built(summarizer, node)
                     if built_models:
@@ -1224,6 +1228,9 @@ class _Reads:
                     candidates = [v for v in node.values if v is not None]
                 elif kind is ast.Call:
                     candidates = [*node.args, *(k.value for k in node.keywords)]
+                    func = node.func
+                    if type(func) is ast.Attribute and func.attr in FILLING_METHODS and type(func.value) is ast.Name:
+                        summarizer.filled.add(func.value.id)
                     if _is_type_check(node):
                         type_checked.add(id(node.args[1]))
                         candidates = [node.args[0]]

@@ -9,14 +9,14 @@ Summarised per file from its AST, like the rest of the index (no LibCST, no impo
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional, Union
 
 UNKNOWN_ENTRY = "?"
-# A registry is only ever changed by a subscript store, `update` or `setdefault`: a file without
-# one of those spellings on a candidate name needs no walk.
-_CHANGES = re.compile(r"\b(\w+)\s*(?:\[[^\n]*\]\s*=[^=]|\.(?:update|setdefault)\()")
+# A registry is only ever changed by a subscript store or one of these methods on its name: a file
+# that changes no candidate name needs no walk (the index's walk of every statement collects the
+# names changed; searching the text for them took 15 s on transformers' files).
+FILLING_METHODS = frozenset({"update", "setdefault"})
 _Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 
 
@@ -34,7 +34,7 @@ class RegistryFacts:
 
 
 def scan_registries(
-    module: str, tree: ast.Module, source: str, imported: set[str], qualify: Callable[[ast.AST], Optional[str]], project_name: Callable[[ast.AST], Optional[str]]
+    module: str, tree: ast.Module, filled: set[str], imported: set[str], qualify: Callable[[ast.AST], Optional[str]], project_name: Callable[[ast.AST], Optional[str]]
 ) -> RegistryFacts:
     facts = RegistryFacts()
     for stmt in tree.body:
@@ -43,28 +43,30 @@ def scan_registries(
             facts.decorated[stmt.name] = [n for n in names if n]
         target, value = _assigned(stmt)
         if target is not None and _is_dict(value):
-            facts.registries[target] = [project_name(v) or UNKNOWN_ENTRY for v in _dict_values(value)]
-    changed = {m.group(1) for m in _CHANGES.finditer(source)} & {*facts.registries, *imported}
+            # A dict holding anything but names of the project (constants, calls) is no registry of classes.
+            entries = [project_name(v) if isinstance(v, (ast.Name, ast.Attribute)) else None for v in _dict_values(value)]  # type: ignore[arg-type]
+            if all(entries):
+                facts.registries[target] = entries  # type: ignore[assignment]
+    # Stores through the registry's module (`models.MODELS["x"] = X`) are not looked for: code that
+    # fills a registry imports it by name.
+    changed = {name for name in filled if name in facts.registries or name in imported}
     if not changed:
         return facts
 
     def registry(node: ast.AST, local: frozenset[str]) -> Optional[str]:
         """The qualified name of the registry `node` names (a module-level dict, maybe imported)."""
-        if isinstance(node, ast.Name):
-            if node.id in local or node.id not in changed:
-                return None
-            return f"{module}.{node.id}" if node.id in facts.registries else qualify(node)
-        return qualify(node) if isinstance(node, ast.Attribute) and dotted_head(node) in changed else None
+        if not isinstance(node, ast.Name) or node.id in local or node.id not in changed:
+            return None
+        return f"{module}.{node.id}" if node.id in facts.registries else qualify(node)
 
-    for function, node, params in _statements(tree):
-        local = frozenset() if function is None else _locals(function)
+    for function, node, params, local in _statements(tree):
         if isinstance(node, (ast.Assign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 name = registry(target.value, local) if isinstance(target, ast.Subscript) else None
                 if name is not None:
                     _store(facts, name, node.value, function, params, project_name, augmented=isinstance(node, ast.AugAssign))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("update", "setdefault"):
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in FILLING_METHODS:
             name = registry(node.func.value, local)
             if name is None:
                 continue
@@ -76,12 +78,6 @@ def scan_registries(
             else:
                 facts.stores.setdefault(name, []).append(UNKNOWN_ENTRY)
     return facts
-
-
-def dotted_head(node: ast.Attribute) -> Optional[str]:
-    while isinstance(node, ast.Attribute):
-        node = node.value  # type: ignore[assignment]
-    return node.id if isinstance(node, ast.Name) else None
 
 
 def _assigned(stmt: ast.stmt) -> tuple[Optional[str], Optional[ast.expr]]:
@@ -114,17 +110,20 @@ def _store(
     facts.stores.setdefault(name, []).append(entry or UNKNOWN_ENTRY)
 
 
-def _statements(tree: ast.Module) -> Iterator[tuple[Optional[_Function], ast.AST, frozenset[str]]]:
-    """Every node with the top-level function it is in (None: module level, classes included) and
-    the parameters in reach there (the function's and those of the functions it defines)."""
+def _statements(tree: ast.Module) -> Iterator[tuple[Optional[_Function], ast.AST, frozenset[str], frozenset[str]]]:
+    """Every node with the top-level function it is in (None: module level, classes included), the
+    parameters in reach there (the function's and those of the functions it defines) and the names
+    the function binds itself."""
     for stmt in tree.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            params = frozenset(a.arg for f in ast.walk(stmt) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) for a in _arguments(f))
-            for node in ast.walk(stmt):
-                yield stmt, node, params
+            nodes = list(ast.walk(stmt))
+            params = frozenset(a.arg for f in nodes if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) for a in _arguments(f))
+            local = _locals(nodes)
+            for node in nodes:
+                yield stmt, node, params, local
         else:
             for node in ast.walk(stmt):
-                yield None, node, frozenset()
+                yield None, node, frozenset(), frozenset()
 
 
 def _arguments(function: Union[_Function, ast.Lambda]) -> list[ast.arg]:
@@ -132,8 +131,8 @@ def _arguments(function: Union[_Function, ast.Lambda]) -> list[ast.arg]:
     return [*a.posonlyargs, *a.args, *a.kwonlyargs]
 
 
-def _locals(function: _Function) -> frozenset[str]:
+def _locals(nodes: list[ast.AST]) -> frozenset[str]:
     """Names a function binds itself (a local `models = {}` is no registry), `global` ones excepted."""
-    declared = {n for node in ast.walk(function) if isinstance(node, ast.Global) for n in node.names}
-    bound = {t.id for node in ast.walk(function) if isinstance(node, (ast.Assign, ast.AnnAssign)) for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+    declared = {n for node in nodes if isinstance(node, ast.Global) for n in node.names}
+    bound = {t.id for node in nodes if isinstance(node, (ast.Assign, ast.AnnAssign)) for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
     return frozenset(bound - declared)

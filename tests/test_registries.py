@@ -93,3 +93,4 @@ def test_registry_filled_by_a_decorator(project):
             pass
     '''
     assert findings(project, registry, "model = REGISTRY[name]()", imported="REGISTRY") == {("models.py", 13)}
+
