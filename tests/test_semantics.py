@@ -1527,6 +1527,48 @@ def test_a_transformers_model_counts_as_frozen_upstream_only_when_everything_its
     assert findings(body, transformers="5.23") == set()  # 5.x hooks the inputs of `input_ids` models itself
 
 
+def test_an_auto_model_is_of_the_architecture_its_checkpoint_name_spells():
+    """`AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")` builds a Llama (the hub
+    config says so; confirm builds the stand-in the same way): freezing its input embeddings freezes
+    everything its layers read. A name spelling no measured architecture, or one naming an
+    architecture whose layers read more (GPT-2's `wpe`), stays unknown."""
+    body = """
+        from transformers import AutoModelForCausalLM
+        MODEL = "Qwen/Qwen2.5-0.5B"
+        def llama_literal():
+            model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+            model.get_input_embeddings().requires_grad_(False)
+            model.gradient_checkpointing_enable()
+        def qwen_constant():
+            model = AutoModelForCausalLM.from_pretrained(MODEL, torch_dtype="auto")
+            model.get_input_embeddings().weight.requires_grad = False
+            model.gradient_checkpointing_enable()
+        def gpt2_name():
+            model = AutoModelForCausalLM.from_pretrained("gpt2-medium")
+            model.get_input_embeddings().requires_grad_(False)
+            model.gradient_checkpointing_enable()
+        def unknown_name():
+            model = AutoModelForCausalLM.from_pretrained("EleutherAI/pythia-70m")
+            model.get_input_embeddings().requires_grad_(False)
+            model.gradient_checkpointing_enable()
+        def spelled_inside_a_word():
+            model = AutoModelForCausalLM.from_pretrained("TinyLlama/TinyLlama-1.1B")
+            model.get_input_embeddings().requires_grad_(False)
+            model.gradient_checkpointing_enable()
+        def load(name, frozen=True):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            model.get_input_embeddings().requires_grad_(False)
+            return model
+        def named_to_a_builder():
+            model = load("meta-llama/Llama-3.2-1B")
+            model.gradient_checkpointing_enable()
+        def named_by_keyword_to_a_builder():
+            model = load(frozen=True, name="gpt2")
+            model.gradient_checkpointing_enable()
+        """
+    assert findings(body, transformers="4.57") == {(7, "CKPT005"), (11, "CKPT005"), (30, "CKPT005")}
+
+
 def test_a_transformers_model_a_class_holds_is_frozen_by_the_class_code():
     body = """
         from transformers import AutoModelForCausalLM

@@ -4,6 +4,7 @@ project functions and modules, literals, and a call's arguments after partials a
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from functools import lru_cache
 from typing import Optional, Sequence
 
@@ -14,7 +15,7 @@ from ckptlint.model.hf_configs import built_config, is_transformers_model
 from ckptlint.model.model_states import DEEP_COPIES
 from ckptlint.model.scope import CallArguments
 from ckptlint.model.shapes import is_self, is_super, none_test
-from ckptlint.model.sites import FlagStatus
+from ckptlint.model.sites import FlagStatus, FunctionFacts
 from ckptlint.model.torch_knowledge import (
     DATA_LOADERS,
     GRAD_NEUTRAL_METHODS,
@@ -65,6 +66,19 @@ def _literal(text: str) -> object:
     """The value of a number or string literal (memoized: `ast.literal_eval` compiles its text, and
     the same few literals are evaluated again for every expression that holds them)."""
     return ast.literal_eval(text)
+
+
+def _passed(function: FunctionFacts, call: cst.Call, param: str) -> tuple[bool, Optional[cst.BaseExpression]]:
+    """(known, the expression `call` passes for `param` of a module-level `function`, None when it
+    is not passed); not known behind `*args`/`**kwargs`."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == param:
+            return True, arg.value
+    index = function.params.index(param)
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    if any(a.star for a in call.args) or param in function.keyword_only:
+        return not any(a.star for a in call.args), None
+    return True, positional[index].value if index < len(positional) else None
 
 
 def _branch(node: cst.BaseExpression) -> object:
@@ -242,9 +256,32 @@ class Evaluation:
                 return Tensor(Grad.UNKNOWN, Spelling("`{}`", node), maybe_tuple=True)
             facts = self.functions.get(func.qualname)
             returned = facts.returns if facts is not None else None
-            if isinstance(returned, Instance) and returned.config is not None:
-                return returned  # `config = tiny_config()`: a transformers config built by a helper
-        return Instance(func.qualname, node, built_config(self.evaluate, func.qualname, node))
+            if isinstance(returned, Instance):
+                # `model = load("meta-llama/Llama-3.2-1B")`: the name the helper loads, maybe this call's argument.
+                checkpoint = returned.checkpoint or self.checkpoint_name(returned.ctor, returned.node, facts, node)
+                if returned.config is not None:
+                    return replace(returned, checkpoint=checkpoint)  # `config = tiny_config()`: a config built by a helper
+                return Instance(func.qualname, node, checkpoint=checkpoint)
+        return Instance(func.qualname, node, built_config(self.evaluate, func.qualname, node), self.checkpoint_name(func.qualname, node))
+
+    def checkpoint_name(self, qualname: str, node: cst.Call, helper: Optional[FunctionFacts] = None, call: Optional[cst.Call] = None) -> Optional[str]:
+        """The name a transformers `from_pretrained` call loads, when the code shows it; a parameter
+        of the `helper` making that call is read from the helper's `call`."""
+        if not (qualname.startswith("transformers.") and qualname.endswith(".from_pretrained")):
+            return None
+        named = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "pretrained_model_name_or_path"), None)
+        first = node.args[0] if node.args and node.args[0].keyword is None and not node.args[0].star else None
+        expr = named or (first.value if first else None)
+        if expr is None:
+            return None
+        if helper is None or call is None:
+            value = self.evaluate(expr)
+        elif isinstance(expr, cst.Name) and expr.value in helper.params:
+            known, passed = _passed(helper, call, expr.value)
+            value = self.evaluate(passed) if passed is not None else helper.defaults.get(expr.value) if known else None
+        else:
+            return None
+        return value.value if isinstance(value, Const) and isinstance(value.value, str) else None
 
     def registered_classes(self, holder: cst.BaseExpression) -> Optional[Value]:
         """For a project registry of classes (`MODELS`, `registry.MODELS`): the class looked up in it,

@@ -11,30 +11,48 @@ project's own subclass of PreTrainedModel is not measured: freezing it whole or 
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from ckptlint.index import INPUT_EMBEDDINGS_CALL, Freeze, names_match, within
 from ckptlint.model.hf_upstream import CLASSES, FAMILIES
 
 BASE_MODEL = "base_model"
+# What a class name adds to its architecture's name: `Llama` of `LlamaForCausalLM`, `GPT2` of `GPT2LMHeadModel`.
+_HEAD = re.compile(r"(LMHeadModel|Model|For[A-Z][A-Za-z]*)$")
+_NAME_WORDS = re.compile(r"[/\-_\s]+")
 
 
-def inputs_frozen(freeze: Freeze, model_class: Optional[str], holder: str = "") -> bool:
+def inputs_frozen(freeze: Freeze, model_class: Optional[str], holder: str = "", checkpoint: Optional[str] = None) -> bool:
     """Whether, after `freeze`, no parameter that feeds the first checkpointed layer of a model of
     `model_class` (a class name; None or an Auto class: unknown) can require grad. `holder`: the
-    model is the submodule at that path of the object `freeze` applies to (`self.model`)."""
+    model is the submodule at that path of the object `freeze` applies to (`self.model`).
+    `checkpoint`: the name an Auto class loaded it from, which may spell its architecture."""
     if holder:
         freeze = _below(freeze, holder)
         if freeze is None:
             return False
     name = (model_class or "").rsplit(".", 1)[-1]
-    if name in CLASSES:
-        families = [FAMILIES[CLASSES[name]]]
+    named = _architecture_classes(name, checkpoint) if name.startswith("Auto") and checkpoint else []
+    if name in CLASSES or named:
+        families = [FAMILIES[CLASSES[c]] for c in named or [name]]
     elif name and not name.startswith("Auto"):
         return freeze.everything or bool(freeze.attrs)  # a project's own model: its parts are not measured
     else:
         families = [f for f in FAMILIES if all(_has_path(f[3], _resolved(path, f)) for path in (*freeze.paths, *freeze.unfrozen_paths))]
     return bool(families) and all(_family_inputs_frozen(freeze, family) for family in families)
+
+
+def _architecture_classes(auto_class: str, checkpoint: str) -> list[str]:
+    """The measured classes an Auto class builds for `checkpoint` when the name spells their
+    architecture as a word of its own, as hub names do ("meta-llama/Llama-3.2-1B": Llama,
+    "Qwen/Qwen2.5-0.5B": Qwen2), narrowed to the Auto class's head when measured; none for
+    "TinyLlama/TinyLlama-1.1B" or "EleutherAI/pythia-70m" (their config alone would say)."""
+    words = [w for w in _NAME_WORDS.split(checkpoint.lower()) if w]
+    spelled = lambda arch: any(w == arch or w.startswith(arch + ".") for w in words)  # noqa: E731
+    classes = [c for c in CLASSES if spelled(_HEAD.sub("", c).lower())]
+    head = auto_class.removeprefix("AutoModel")
+    return [c for c in classes if head and c.endswith(head)] or classes
 
 
 def _below(freeze: Freeze, holder: str) -> Optional[Freeze]:

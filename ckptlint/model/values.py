@@ -146,6 +146,8 @@ class Instance:
     node: cst.Call
     # A transformers config, or a model built from one: the settings the code shows.
     config: Optional["HfConfig"] = None
+    # The checkpoint name `from_pretrained` loads, when the code shows it.
+    checkpoint: Optional[str] = None
 
 
 @dataclass(frozen=True)

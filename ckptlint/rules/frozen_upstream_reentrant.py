@@ -92,7 +92,9 @@ class FrozenUpstreamReentrant(Rule):
         else:
             freeze, holder = model.index.instance_freeze(model.module, function, ctor), ""
         ctor = model.index.builds(ctor) or ctor  # `model = build_model()`: the model it builds
-        if freeze is None or freeze.input_grad_hook or not inputs_frozen(freeze, _library_class(model, freeze.wrapped or ctor), holder):
+        if freeze is None or freeze.input_grad_hook or not inputs_frozen(
+            freeze, _library_class(model, freeze.wrapped or ctor), holder, receiver.checkpoint if isinstance(receiver, Instance) and not freeze.wrapped else None
+        ):
             return None
         if transformers_default_reentrant(model.versions.transformers) or freeze.hook_undone:
             return freeze  # 4.x adds the hook only with PEFT; disabling it or swapping embeddings drops it
