@@ -133,14 +133,21 @@ CALL = "with torch.no_grad():\n    out = model(torch.ones(2, 8))\n"
         # The checkpointing flag is off unless something switches it on.
         ("False", f"model = Stack()\n{CALL}", set()),
         ("False", f"model = Stack()\nmodel.gradient_checkpointing = True\n{CALL}", {(4, "CKPT008")}),
-        # Set from a constructor argument: not known here.
+        # Set from a constructor argument: what the construction passes, or the default.
         ("use_checkpoint", f"model = Stack()\n{CALL}", set()),
+        ("use_checkpoint", f"model = Stack(use_checkpoint=True)\n{CALL}", {(3, "CKPT008")}),
+        ("use_checkpoint", f"model = Stack(True)\n{CALL}", {(3, "CKPT008")}),
+        ("use_checkpoint", f"model = Stack(use_checkpoint=len([]) == 0)\n{CALL}", set()),
+        ("use_checkpoint=True", f"model = Stack()\n{CALL}", {(3, "CKPT008")}),
+        ("use_checkpoint=True", f"model = Stack(use_checkpoint=False)\n{CALL}", set()),
+        ("use_checkpoint=True", f"def evaluate(model):\n    {CALL.replace(chr(10) + '    ', chr(10) + '        ')}\nevaluate(Stack())\n", {(3, "CKPT008")}),
     ],
 )
 def test_the_checkpointing_flag_must_be_on(flag, body, expected):
-    source = STACK.replace("self.gradient_checkpointing = True", f"self.gradient_checkpointing = {flag}")
-    if flag == "use_checkpoint":
-        source = source.replace("def __init__(self):", "def __init__(self, use_checkpoint=False):")
+    source = STACK.replace("self.gradient_checkpointing = True", f"self.gradient_checkpointing = {flag.split('=')[0]}")
+    if flag.startswith("use_checkpoint"):
+        default = flag.partition("=")[2] or "False"
+        source = source.replace("def __init__(self):", f"def __init__(self, use_checkpoint={default}):")
     report = lint_text(source.format(gate=TRAINING_GATE) + body)
     assert {(f.line - PRELUDE_LINES, f.code) for f in report.findings if f.code == "CKPT008"} == expected
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Iterator, Optional
 
-from ckptlint.model.regions import region_of
+from ckptlint.model.construction import Context
+from ckptlint.model.regions import RegionPart, region_of
 from ckptlint.model.sites import ApiKind, CheckpointSite, GradFreeCall, ModelState
 from ckptlint.model.summaries import argument_key, bind
 from ckptlint.model.values import ModuleObject, Value, code
 
 if TYPE_CHECKING:
+    from ckptlint.index import ProjectIndex
     from ckptlint.model.file_model import FileModel
     from ckptlint.model.summaries import Resolver
 
@@ -85,7 +87,7 @@ def _reached(model: "FileModel", value: Value, state: ModelState, spelled: str) 
     parts = region_of(model, value).parts if isinstance(value, ModuleObject) else []
     for part in parts:
         for site in part.model.sites:
-            if site.enclosing_function == part.facts.qualname and _runs_in_training(model, site, state):
+            if site.enclosing_function == part.facts.qualname and _runs_in_training(model, site, state, part):
                 where = _short(part.facts.qualname)
                 return f"its forward reaches `{code(site.call.func)}(...)` in `{where}`, which does not check whether grad is on"
     if state.checkpointing is not None and not parts:
@@ -96,7 +98,7 @@ def _reached(model: "FileModel", value: Value, state: ModelState, spelled: str) 
     return None
 
 
-def _runs_in_training(model: "FileModel", site: CheckpointSite, state: ModelState) -> bool:
+def _runs_in_training(model: "FileModel", site: CheckpointSite, state: ModelState, part: RegionPart) -> bool:
     """The site runs whenever the module trains: not gated on grad, and every module flag it is gated
     on is set (a literal that holds, or checkpointing switched on for this model)."""
     if site.kind not in _RUNS_IN_FORWARD or site.grad_guarded or site.eval_only or site.grad_disabled is not None or site.gates is None:
@@ -105,8 +107,22 @@ def _runs_in_training(model: "FileModel", site: CheckpointSite, state: ModelStat
         return True
     if site.kind in (ApiKind.HF_FUNC, ApiKind.HF_LAYER_CALL):
         return False  # transformers sets these up only when checkpointing is switched on
-    bindings = [model.index.attribute(site.enclosing_class, attr) if site.enclosing_class else None for attr in site.gates]
-    return all(binding is not None and binding.has_constant and binding.constant for binding in bindings)
+    owner = part.owner_class or site.enclosing_class
+    return owner is not None and all(_flag_set(model.index, owner, attr, part.context) for attr in site.gates)
+
+
+def _flag_set(index: "ProjectIndex", owner: str, attr: str, built_with: Optional[Context]) -> bool:
+    """Whether `self.<attr>` of an `owner` module holds a true literal: bound to one, or to the
+    parameter of the `__init__` that built it, given a literal (or left at a literal default)."""
+    binding = index.attribute(owner, attr)
+    if binding is None:
+        return False
+    if binding.has_constant:
+        return bool(binding.constant)
+    if binding.param is None or built_with is None or index.attribute_holder(owner, attr) is not index.init_signature(owner):
+        return False
+    given = built_with.get(binding.param)
+    return given is not None and bool(given.value)
 
 
 def _short(qualname: str) -> str:

@@ -29,6 +29,8 @@ class RegionPart:
     owner_class: Optional[str] = None
     # Parameters of the checkpointed function that the call gives a value (None: not the entry).
     passed: Optional[frozenset[str]] = None
+    # What the `__init__` that built the module running the function received, when known.
+    context: Optional[Context] = None
 
 
 @dataclass
@@ -114,7 +116,7 @@ def _add(region: Region, work: list, model: "FileModel", facts: FunctionFacts, o
         positional, keywords = entry
         skip = 1 if facts.params[:1] == ("self",) else 0
         passed = frozenset(facts.params[skip : skip + positional]) | keywords
-    region.parts.append(RegionPart(model, facts, owner, passed))
+    region.parts.append(RegionPart(model, facts, owner, passed, context))
     work.extend((model, module, context) for module in facts.module_calls)
     work.extend((model, LocalFunction(name), context) for name in facts.method_calls)
 
