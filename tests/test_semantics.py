@@ -537,6 +537,43 @@ CASES = {
         """,
         {(22, "CKPT005"), (31, "CKPT005")},
     ),
+    "Lightning runs its setup hooks on the module before the first training_step": (
+        """
+        import lightning as L
+        class Lit(L.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 4)
+                self.layer = nn.Linear(4, 4)
+            def on_train_start(self):
+                self.embed.requires_grad_(False)
+            def forward(self, ids):
+                return checkpoint(self.layer, self.embed(ids), use_reentrant=True)
+            def training_step(self, batch, batch_idx):
+                return self(batch).sum()
+        class Thawed(L.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 4)
+                self.layer = nn.Linear(4, 4)
+            def configure_model(self):
+                self.embed.requires_grad_(False)
+            def on_train_start(self):
+                self.embed.requires_grad_(True)
+            def forward(self, ids):
+                return checkpoint(self.layer, self.embed(ids), use_reentrant=True)
+        class NotLightning(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 4)
+                self.layer = nn.Linear(4, 4)
+            def on_train_start(self):
+                self.embed.requires_grad_(False)
+            def forward(self, ids):
+                return checkpoint(self.layer, self.embed(ids), use_reentrant=True)
+        """,
+        {(11, "CKPT005")},
+    ),
     "a submodule handed to a freezing helper, or to a freezing method of the class": (
         """
         def freeze(module):

@@ -305,11 +305,29 @@ def _flag_names(flags: Sequence[str]) -> str:
 
 
 def _calling(model: nn.Module, method: Optional[str], args: Sequence[Any], kwargs: dict[str, Any]) -> Callable[[], Any]:
-    """`model(...)` or `model.method(...)`, without grad for the steps Lightning runs that way."""
+    """`model(...)` or `model.method(...)`, without grad for the steps Lightning runs that way; a
+    Lightning module's own setup hooks run first for `training_step`, as its fit loop runs them."""
     entry = getattr(model, method) if method else model
     if method in NO_GRAD_METHODS:
         return lambda: _without_grad(entry, args, kwargs)
+    if method == "training_step":
+        _lightning_setup(model, args[0] if args else None)
     return lambda: entry(*args, **kwargs)
+
+
+# The hooks lightning 2.6's `Trainer.fit` runs before the first `training_step`, in order, with
+# their arguments (the batch for `on_train_batch_start`).
+_LIGHTNING_SETUP_HOOKS = (("setup", ("fit",)), ("configure_model", ()), ("on_fit_start", ()), ("on_train_start", ()), ("on_train_epoch_start", ()))
+
+
+def _lightning_setup(model: nn.Module, batch: Any) -> None:
+    """Run the setup hooks a LightningModule overrides (the base class's are no-ops)."""
+    base = next((c for c in type(model).__mro__ if c.__name__ == "LightningModule" and "lightning" in c.__module__), None)
+    if base is None:
+        return
+    for hook, hook_args in (*_LIGHTNING_SETUP_HOOKS, ("on_train_batch_start", (batch, 0))):
+        if getattr(type(model), hook, None) is not getattr(base, hook, None):
+            getattr(model, hook)(*hook_args)
 
 
 def _without_grad(entry: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:

@@ -100,7 +100,14 @@ def test_dict_batch_is_loader_data_too():
     assert seen["grads"]["block.0.weight"] is None
 
 
-@pytest.mark.parametrize("look_alike", [fx.LitStem, fx.LitNonReentrant])
+def test_a_stem_frozen_in_a_setup_hook_leaves_the_reentrant_block_without_grad():
+    torch.manual_seed(0)
+    grads = fit(fx.LitFrozenStem(), pairs())["grads"]
+    assert grads["stem.weight"] is None and grads["block.0.weight"] is None
+    assert grads["head.weight"] is not None and grads["head.weight"].abs().sum() > 0
+
+
+@pytest.mark.parametrize("look_alike", [fx.LitStem, fx.LitNonReentrant, fx.LitThawedStem])
 def test_look_alikes_train_every_parameter(look_alike):
     torch.manual_seed(0)
     seen = fit(look_alike(), pairs(), validate=True)
