@@ -537,6 +537,31 @@ CASES = {
         """,
         {(22, "CKPT005"), (31, "CKPT005")},
     ),
+    "a *args spread of a tuple the code shows is its elements, in place": (
+        """
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x, mask):
+                return self.fc(x) * mask
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = Block()
+                self.stem = nn.Linear(4, 4)
+            def forward(self, x, mask):
+                inputs = (x, mask)
+                raw = checkpoint(self.block, *inputs, use_reentrant=True)
+                stemmed = checkpoint(self.block, *[self.stem(x), mask], use_reentrant=True)
+                unknown = checkpoint(self.block, *self.pack(x), use_reentrant=True)
+                return raw + stemmed + unknown
+        def train():
+            net = Net()
+            net(torch.randn(2, 4), torch.ones(2, 4)).sum().backward()
+        """,
+        {(15, "CKPT001")},
+    ),
     "Lightning runs its setup hooks on the module before the first training_step": (
         """
         import lightning as L

@@ -5,7 +5,7 @@ TrainingArguments; the mode and RNG setting each one runs with."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional
+from typing import Any, Optional, Sequence
 
 import libcst as cst
 
@@ -122,16 +122,29 @@ class SiteConstruction:
             preserve_rng_node=preserve_node,
             early_stop=self.flag(wrapper[1] if wrapper else arguments, "early_stop")[0],
             rng_not_replayed=unreplayed,
-            input_values=tuple(self.evaluate(a.value) for a in inputs if not a.star),
             keyword_values=tuple(self.evaluate(a.value) for a in reaching),
-            has_star_args=any(a.star for a in inputs),
             captured=self.captured(function),
             callee_has_parameters=self.flow.has_parameters(function.classes) if isinstance(function, ModuleObject) else None,
             mode_value=arguments.keywords["use_reentrant"][0] if "use_reentrant" in arguments.keywords else None,
             preserve_rng_value=arguments.keywords["preserve_rng_state"][0] if "preserve_rng_state" in arguments.keywords else None,
-            star_values=tuple(self.evaluate(a.value) for a in inputs if a.star == "*"),
             spread_value=arguments.spread,
+            **self.positional_inputs(inputs),
         )
+
+    def positional_inputs(self, inputs: Sequence[cst.Arg]) -> dict[str, Any]:
+        """The site's positional input values, a `*args` whose elements the code shows (`*(x, mask)`,
+        `*inputs` bound to a tuple) spliced in place; the spreads left unknown as `star_values`."""
+        values: list[Value] = []
+        stars: list[Value] = []
+        for arg in inputs:
+            value = self.evaluate(arg.value)
+            if arg.star == "*" and isinstance(value, Items) and not stars:
+                values.extend(value.values)
+            elif arg.star == "*":
+                stars.append(value)
+            elif not arg.star:
+                values.append(value)
+        return {"input_values": tuple(values), "star_values": tuple(stars), "has_star_args": bool(stars) or any(a.star == "**" for a in inputs)}
 
     def captured(self, function: Optional[Value]) -> dict[str, Value]:
         """Values a lambda or closure reads from the enclosing scope, as they are at the call."""
@@ -339,9 +352,7 @@ class SiteConstruction:
         reaching = reaching_keywords(arguments)
         return CheckpointSite(
             ApiKind.HF_FUNC, "self._gradient_checkpointing_func", node, mode, function, inputs, reaching,
-            input_values=tuple(self.evaluate(a.value) for a in inputs if not a.star), captured=self.captured(function),
-            keyword_values=tuple(self.evaluate(a.value) for a in reaching),
-            has_star_args=any(a.star for a in inputs), star_values=tuple(self.evaluate(a.value) for a in inputs if a.star == "*"),
+            captured=self.captured(function), keyword_values=tuple(self.evaluate(a.value) for a in reaching), **self.positional_inputs(inputs),
         )
 
     def hf_layer_site(self, node: cst.Call, layer: ModuleObject) -> CheckpointSite:
