@@ -537,6 +537,29 @@ CASES = {
         """,
         {(22, "CKPT005"), (31, "CKPT005")},
     ),
+    "a store that only overwrites with a value that cannot require grad is no escape": (
+        """
+        class Attn(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.qkv = nn.Linear(4, 12)
+                self.probs = None
+            def forward(self, x):
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                probs = (q @ k.transpose(-2, -1)).softmax(-1)
+                self.probs = probs.detach().cpu()
+                self.kept = probs
+                return probs @ v
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.attn = Attn()
+            def forward(self, x):
+                return checkpoint(self.attn, self.stem(x), use_reentrant=False)
+        """,
+        {(11, "CKPT007")},
+    ),
     "a *args spread of a tuple the code shows is its elements, in place": (
         """
         class Block(nn.Module):

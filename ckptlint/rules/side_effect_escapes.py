@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Iterator
 from ckptlint.findings import Severity
 from ckptlint.model.regions import Region, RegionPart
 from ckptlint.model.sites import ApiKind
-from ckptlint.model.values import Tensor
+from ckptlint.model.values import Grad, Tensor
 from ckptlint.rules import Diagnostic, Rule, callee_name
 
 if TYPE_CHECKING:
@@ -32,8 +32,11 @@ def escapes(region: Region) -> Iterator[tuple[RegionPart, cst.CSTNode, str]]:
     for part in region.parts:
         facts = part.facts
         for store in facts.self_stores:
-            if isinstance(store.value, Tensor) and not (store.scratch and part.model.index.read_only_in(store.attr, facts.qualname)):
-                yield part, store.effect.node, store.effect.description
+            if not isinstance(store.value, Tensor) or store.scratch and part.model.index.read_only_in(store.attr, facts.qualname):
+                continue
+            if store.fresh and store.value.grad is Grad.NONE:
+                continue  # `self.probs = probs.detach()`: the recompute stores the same value, no gradient at stake
+            yield part, store.effect.node, store.effect.description
         for effect in facts.global_stores:
             yield part, effect.node, effect.description
         for mutation in facts.mutations:
