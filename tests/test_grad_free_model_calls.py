@@ -203,6 +203,24 @@ def test_a_mode_that_may_have_changed_is_unknown(body):
     assert grad_free(body) == set()
 
 
+@pytest.mark.parametrize(
+    "gate, body, expected",
+    [
+        # Not gated on the mode: it checkpoints in eval mode too, so `.eval()` does not avoid it.
+        ("self.gradient_checkpointing", f"model = Stack()\nmodel.eval()\n{CALL}", {(4, "CKPT008")}),
+        ("self.gradient_checkpointing", f"model = Stack().eval()\n{CALL}", {(3, "CKPT008")}),
+        # A model handed in by callers whose mode nothing shows.
+        ("self.gradient_checkpointing", "def evaluate(model, x):\n    model.eval()\n    with torch.no_grad():\n        return model(x)\n", set()),
+        ("self.gradient_checkpointing", "def evaluate(model, x):\n    model.eval()\n    with torch.no_grad():\n        return model(x)\n\n\nevaluate(Stack(), torch.ones(2, 8))\n", {(4, "CKPT008")}),
+        # Gated on the mode: eval() closes it.
+        (TRAINING_GATE, f"model = Stack()\nmodel.eval()\n{CALL}", set()),
+        ("self.training and self.gradient_checkpointing", f"model = Stack()\nmodel.eval()\n{CALL}", set()),
+    ],
+)
+def test_a_checkpoint_not_gated_on_the_mode_runs_in_eval_mode_too(gate, body, expected):
+    assert grad_free(body, gate) == expected
+
+
 def test_a_flag_in_a_conditional_expression_gates_the_checkpoint():
     source = STACK.replace(
         """            if {gate}:

@@ -38,7 +38,9 @@ from ckptlint.model.held_models import HeldModels
 from ckptlint.model.hf_configs import CACHE, is_config, tracked_settings, with_setting
 from ckptlint.model.model_states import bind_model, forget_modes, state_of
 from ckptlint.model.scope import GRAD_ENABLED, GRAD_UNCHANGED, GradMark, Scope
-from ckptlint.model.shapes import dotted, ends_with_return, free_names, is_main_guard, is_self, last_effects, module_gates, none_test, training_test
+from ckptlint.model.shapes import (
+    dotted, ends_with_return, free_names, is_main_guard, is_not_training, is_self, last_effects, module_gates, none_test, requires_training, training_test,
+)
 from ckptlint.model.site_construction import SiteConstruction
 from ckptlint.model.sites import (
     ApiKind,
@@ -282,8 +284,11 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         defaulting = tested[0] if tested is not None and tested[1] and node.orelse is None and tested[0] in scope.bindings else None
         if defaulting is not None:
             before = scope.bindings.pop(defaulting)
+        trains_only = requires_training(node.test)
         scope.gates.append(module_gates(node.test))
+        scope.training_only += trains_only
         self.walk(node.body)
+        scope.training_only -= trains_only
         scope.gates.pop()
         if defaulting is not None:
             after = scope.bindings.get(defaulting)
@@ -297,24 +302,35 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         scope.eval_only -= training is False
         if node.orelse is not None:
             scope.eval_only += training is True
+            scope.training_only += is_not_training(node.test)
             scope.gates.append(() if training is not None else None)
             self.walk(node.orelse)
             scope.gates.pop()
+            scope.training_only -= is_not_training(node.test)
             scope.eval_only -= training is True
         scope.branch_depth -= 1
         scope.conditional -= 1
         if training is True and ends_with_return(node.body) and scope.kind == "function":
             scope.eval_only += 1  # the rest of the function is the eval path; the scope ends with it
+        elif is_not_training(node.test) and ends_with_return(node.body) and scope.kind == "function":
+            scope.training_only += 1  # the rest of the function is the training path
         return False
 
     def visit_IfExp(self, node: cst.IfExp) -> bool:
         """`checkpoint(block, x) if self.use_checkpoint else block(x)`: the flag gates the call."""
-        gates = self.scope.gates
+        gates, scope = self.scope.gates, self.scope
         self.walk(node.test)
         gates.append(module_gates(node.test))
+        trains_only = requires_training(node.test)
+        grad_checked = self.guards(node.test)[0]
+        scope.training_only += trains_only
+        scope.grad_guards += grad_checked
         self.walk(node.body)
+        scope.grad_guards -= grad_checked
+        scope.training_only += is_not_training(node.test) - trains_only
         gates[-1] = () if training_test(node.test) is not None else None
         self.walk(node.orelse)
+        scope.training_only -= is_not_training(node.test)
         gates.pop()
         return False
 
@@ -799,6 +815,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         site.grad_guarded = scope.grad_guards > 0
         site.grad_disabled = None if site.grad_guarded else scope.grad_disabled()
         site.eval_only = scope.eval_only > 0
+        site.training_only = scope.training_only > 0
         site.gates = None if None in scope.gates else tuple(dict.fromkeys(g for gates in scope.gates for g in gates))  # type: ignore[union-attr]
         site.forwarded = function_scope is not None and _handed_in(site.function, function_scope)
         self.sites.append(site)

@@ -48,8 +48,6 @@ def grad_free_checkpoints(model: "FileModel", resolver: "Resolver") -> list[Grad
 
 
 def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> Iterator[GradFreeCheckpoint]:
-    if call.state.training is not True and (call.param is None or call.function is None):
-        return  # neither in train mode here nor handed in by callers: no verdict, whatever it hands over
     through = ""
     if call.handoff is not None:
         run = resolver.runs_handed(call.handoff)
@@ -57,30 +55,36 @@ def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> I
             return
         runs = f"runs it (`{code(run.node)}`), and "
         through = f"`{_short(run.callee)}` " + (runs if run.function == run.callee else f"hands it to `{_short(run.function)}`, which {runs}")
-    if call.state.training is True:
-        reached = _reached(model, call.value, call.state, call.model)
-        if reached:
-            reached = through + reached
-            yield GradFreeCheckpoint(call, reached, f"`{call.model}` is in train mode here (no `.eval()` since it was built or `.train()` was called)")
+    handed_in = call.param is not None and call.function is not None
+    reached = _reached(model, call.value, call.state, call.model) if call.state.training is True or not handed_in else None
+    if reached:
+        trains = "is in train mode here (no `.eval()` since it was built or `.train()` was called)"
+        yield GradFreeCheckpoint(call, through + reached, f"`{call.model}` " + (trains if call.state.training is True else _ANY_MODE))
+    if reached or not handed_in:
         return
+    # A model handed in: the callers say which it is, and its mode unless this function sets it.
     facts = resolver.facts(call.function)
     calls = resolver.callers(call.function)
     for caller_model, record in (calls or []) if facts is not None else []:
         key = argument_key(facts, record, call.param)
-        state = record.states.get(key, ModelState()) if key is not None else ModelState()
-        if state.training is not True:
-            continue
+        state = call.state if call.mode_here else record.states.get(key, ModelState()) if key is not None else ModelState()
         reached = _reached(caller_model, resolver.value(bind(facts, record, call.param)), state, call.model)
         if reached:
-            reached = through + reached
             caller = f"`{_short(record.caller)}`" if record.caller not in model.index.modules else f"module-level code of `{record.caller}`"
             handed = "it" if call.param == call.model else f"`{call.param}`, which `{call.model}` comes from,"
-            yield GradFreeCheckpoint(call, reached, f"{caller} hands {handed} over in train mode (`{code(record.node)}`)")
+            mode = " in train mode" if state.training is True and not call.mode_here else ""
+            trains = f"{caller} hands {handed} over{mode} (`{code(record.node)}`)"
+            yield GradFreeCheckpoint(call, through + reached, trains if mode else f"{trains}, and `{call.model}` {_ANY_MODE}")
+
+
+# Why a call counts when the model is not known to be in train mode.
+_ANY_MODE = "checkpoints in any mode (nothing checks `self.training`), so `.eval()` does not stop it"
 
 
 def _reached(model: "FileModel", value: Value, state: ModelState, spelled: str) -> Optional[str]:
-    """The checkpoint a train-mode call of the model runs, described; None when none is known to.
-    A model that is one of several classes (`MODELS[name](...)`) reaches one only if each of them does."""
+    """The checkpoint a call of the model in `state` runs, described; None when none is known to.
+    Out of train mode (or not known to be in it), only checkpoints that never look at the mode. A
+    model that is one of several classes (`MODELS[name](...)`) reaches one only if each of them does."""
     if isinstance(value, ModuleObject) and value.container is None and len(value.classes) > 1:
         each = [_reached(model, replace(value, classes=(cls,)), state, spelled) for cls in value.classes]
         return each[0] if all(each) else None
@@ -88,9 +92,11 @@ def _reached(model: "FileModel", value: Value, state: ModelState, spelled: str) 
     for part in parts:
         for site in part.model.sites:
             if site.enclosing_function == part.facts.qualname and _runs_in_training(model, site, state, part):
+                if state.training is not True and site.training_only:
+                    continue
                 where = _short(part.facts.qualname)
                 return f"its forward reaches `{code(site.call.func)}(...)` in `{where}`, which does not check whether grad is on"
-    if state.checkpointing is not None and not parts:
+    if state.checkpointing is not None and not parts and state.training is True:
         return (
             f"transformers checkpoints the layers of `{spelled}` whenever it is training (checkpointing switched on by "
             f"`{code(state.checkpointing)}`), whether or not grad is on"

@@ -36,6 +36,8 @@ class Scope:
     method: str = ""
     # Past an `if self.training: return ...`, or inside `if not self.training:`: never runs in training.
     eval_only: int = 0
+    # Inside `if self.training:` (or past `if not self.training: return ...`): never runs in eval mode.
+    training_only: int = 0
     # Inside `if torch.is_grad_enabled():`: what runs here never runs without grad.
     grad_guards: int = 0
     # The module flags (`self.<attr>`) the enclosing `if`s require; None when some condition is

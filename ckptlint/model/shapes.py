@@ -47,6 +47,18 @@ def training_test(test: cst.BaseExpression) -> Optional[bool]:
     return None
 
 
+def requires_training(test: cst.BaseExpression) -> bool:
+    """Whether `if <test>:` can only pass in train mode: `self.training` is one of its `and`-ed terms."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return requires_training(test.left) or requires_training(test.right)
+    return isinstance(test, cst.Attribute) and is_self(test.value) and test.attr.value == "training"
+
+
+def is_not_training(test: cst.BaseExpression) -> bool:
+    """`not self.training`: what `else` (or the code past a `return` in the body) runs in training only."""
+    return isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and requires_training(test.expression) and not isinstance(test.expression, cst.BooleanOperation)
+
+
 def module_gates(test: cst.BaseExpression) -> Optional[tuple[str, ...]]:
     """The `self.<attr>` flags `if <test>:` requires, through `and`: `self.gradient_checkpointing and
     self.training and not torch.jit.is_scripting()` gives ("gradient_checkpointing",). The mode,

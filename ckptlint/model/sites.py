@@ -124,6 +124,8 @@ class CheckpointSite:
     fresh_keywords: frozenset[str] = frozenset()
     # Past an `if self.training: return ...` or inside `if not self.training:`: never runs in training.
     eval_only: bool = False
+    # Inside `if self.training:` or past `if not self.training: return ...`: never runs in eval mode.
+    training_only: bool = False
     # The module flags (`self.<attr>`) the enclosing `if`s require for the call to run (None: other
     # conditions too).
     gates: Optional[tuple[str, ...]] = ()
@@ -265,11 +267,13 @@ class GradFreeCall:
     grad_disabled: GradContext
     state: ModelState
     function: Optional[str]  # the enclosing function
-    # The enclosing function's parameter the model arrives as, when nothing here sets its mode.
+    # The enclosing function's parameter the model arrives as (its callers say which model it is).
     param: Optional[str] = None
     # For a call of a project function the model is handed to (`logprobs(model, batch)`): the
     # hand-off; the call counts if that function runs the model.
     handoff: Optional[ModelHandOff] = None
+    # Code here sets (or may set) the model's mode: the callers' mode does not reach the call.
+    mode_here: bool = False
 
 
 @dataclass(frozen=True)

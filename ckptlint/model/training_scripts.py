@@ -168,8 +168,8 @@ class TrainingScriptFacts:
         # parameter of `__init__`, from the constructor's callers.
         constructor = f"{scope.class_qualname}.__init__" if held and scope.class_qualname else None
         untouched = state.training is None and name not in scope.modes_touched
-        param = value.name if isinstance(value, Param) and value.function in (function, constructor) and untouched else None
-        call = GradFreeCall(node, name, value, context, state, value.function if param else function, param, handoff)
+        param = value.name if isinstance(value, Param) and value.function in (function, constructor) else None
+        call = GradFreeCall(node, name, value, context, state, value.function if param else function, param, handoff, mode_here=not untouched)
         self.grad_free_calls.append(call)
         if held:
             self.held.relies(self, name, call, from_callers=param is not None)

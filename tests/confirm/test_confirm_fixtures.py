@@ -103,6 +103,7 @@ EVIDENCE = {
     ("eval_paths.py", 49, "CKPT008"): [r"checkpoint at eval_paths\.py:49 ran with grad disabled"],
     ("eval_paths.py", 59, "CKPT008"): [r"checkpoint at eval_paths\.py:59 ran with grad disabled"],
     ("distillation_eval.py", 46, "CKPT008"): [r"checkpoint at distillation_eval\.py:26 ran with grad disabled", r"the checkpoint calls of the model called at line 46", r"example evaluation_in_train_mode\(\)"],
+    ("distillation_eval.py", 133, "CKPT008"): [r"checkpoint at distillation_eval\.py:117 ran with grad disabled", r"example evaluation_of_flagged_model\(\)"],
     ("distillation_eval.py", 83, "CKPT008"): [r"checkpoint at distillation_eval\.py:26 ran with grad disabled", r"the checkpoint calls of the model called at line 83"],
     ("rl_rollouts.py", 62, "CKPT008"): [r"checkpoint at rl_rollouts\.py:62 ran with grad disabled"],
     ("reentrant_wrapped_blocks.py", 64, "CKPT001"): [r"stem\._checkpoint_wrapped_module\.fc1\.weight: grad None with checkpointing", r"None of the inputs have requires_grad=True", r"built by build_stem_net\(\)"],
@@ -271,6 +272,7 @@ LOOK_ALIKES = [
     ("distillation_eval.py", "evaluate_in_eval_mode", "logits = model(inputs)", "CKPT008"),
     ("distillation_eval.py", "evaluate_gated", "logits = model(inputs)", "CKPT008"),
     ("distillation_eval.py", "distill_step_eval_teacher", "target = teacher(inputs)", "CKPT008"),
+    ("distillation_eval.py", "evaluate_flagged_with_grad_gate", "logits = model(inputs)", "CKPT008"),
 ]
 
 

@@ -4,7 +4,8 @@ FINDINGS 7A: a checkpoint under `no_grad` works, its output has no grad, and it 
 A forward that gates checkpointing on `self.training` (fixtures/distillation_eval.py, transformers'
 layers) runs it whenever the model is in train mode, grad or not: here the calls are counted with
 `torch.is_grad_enabled()` at each. eval() closes the gate, and so does a gate on
-`torch.is_grad_enabled()`; a deep copy keeps the mode of the model it copies.
+`torch.is_grad_enabled()`; a deep copy keeps the mode of the model it copies. A forward gated on
+a flag alone checkpoints in eval mode too.
 """
 
 import warnings
@@ -56,6 +57,13 @@ def test_eval_mode_or_a_grad_gate_runs_no_checkpoint(fx, step, tower):
     getattr(fx, step)(model, *batch())
     assert fx.recorded == []
     assert model.training
+
+
+@pytest.mark.parametrize("step, calls", [("evaluate_flagged", [False, False, False]), ("evaluate_flagged_with_grad_gate", [])])
+def test_a_checkpoint_not_gated_on_the_mode_runs_in_eval_mode(fx, step, calls):
+    loss = getattr(fx, step)(*batch())
+    assert fx.recorded == calls
+    assert not loss.requires_grad
 
 
 @pytest.mark.parametrize("step, teacher_calls", [("distill_step", [False, False, False]), ("distill_step_eval_teacher", [])])
