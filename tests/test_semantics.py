@@ -560,6 +560,35 @@ CASES = {
         """,
         {(11, "CKPT007")},
     ),
+    "a module handed to the checkpointed function as an input is no tensor that requires grad": (
+        """
+        class Decoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 4)
+                self.embed.weight.requires_grad = False
+                self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+                self.stem = nn.Linear(4, 4)
+            def step(self, layer, h, scale):
+                return layer(h) * scale
+            def forward(self, ids):
+                h = self.embed(ids)
+                for layer in self.layers:
+                    h = checkpoint(self.step, layer, h, 2.0, use_reentrant=True)
+                return checkpoint(self.step, self.layers[0], self.stem(h), 2.0, use_reentrant=True)
+        class Runner(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = nn.Linear(4, 4)
+            def apply(self, layer):
+                return layer.weight.sum()
+            def forward(self, x):
+                return checkpoint(self.apply, self.layer, use_reentrant=True)
+        def train():
+            Decoder()(torch.randint(0, 10, (2, 3))).sum().backward()
+        """,
+        {(14, "CKPT005")},
+    ),
     "a *args spread of a tuple the code shows is its elements, in place": (
         """
         class Block(nn.Module):

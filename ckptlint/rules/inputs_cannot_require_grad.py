@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Iterator
 from ckptlint.findings import Severity
 from ckptlint.fixes import non_reentrant
 from ckptlint.model.sites import CheckpointSite
-from ckptlint.model.values import Grad, Tensor
+from ckptlint.model.values import Const, Grad, ModuleObject, Tensor
 from ckptlint.rules import Diagnostic, Rule, callee_name, non_reentrant_advice
 
 if TYPE_CHECKING:
@@ -15,12 +15,14 @@ if TYPE_CHECKING:
 
 
 def no_grad_inputs(site: CheckpointSite) -> list[Tensor]:
-    """The inputs, when every one of them certainly cannot require grad (else empty)."""
+    """The tensor inputs, when every input certainly cannot require grad (else empty): tensors that
+    do not, and modules or constants handed to the checkpointed function (`checkpoint(self.step,
+    layer, h, 0.5)`), which reentrant checkpointing passes through as plain objects."""
     if not site.kind.runs_checkpoint or not site.reentrant or site.has_star_args or site.callee_has_parameters is False:
         return []
-    values = site.input_values
-    if values and all(isinstance(v, Tensor) and v.grad is Grad.NONE for v in values):
-        return list(values)  # type: ignore[arg-type]
+    tensors = [v for v in site.input_values if isinstance(v, Tensor)]
+    if tensors and all(v.grad is Grad.NONE for v in tensors) and all(isinstance(v, (Tensor, ModuleObject, Const)) for v in site.input_values):
+        return tensors
     return []
 
 

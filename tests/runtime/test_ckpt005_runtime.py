@@ -57,6 +57,15 @@ def test_frozen_embedding_leaves_checkpointed_blocks_without_gradients(capture_w
     assert warning_texts(capture_warnings).count(NO_INPUT_GRAD_WARNING) == 4  # 2 blocks x 2 steps
 
 
+def test_a_block_handed_to_a_checkpointed_method_gets_no_gradients_either(capture_warnings):
+    model, model_ref, loader = run_both(fx.FrozenEmbeddingStepClassifier)
+    fx.finetune(model, loader)
+    got, ref = grads(model), grads(model_ref)
+    assert none_only_in(got, ref) == sorted(name for name in ref if name.startswith("blocks.") and ref[name] is not None)
+    assert got["head.weight"] is not None
+    assert warning_texts(capture_warnings).count(NO_INPUT_GRAD_WARNING) == 4
+
+
 @pytest.mark.parametrize("build", ["FrozenEmbeddingClassifierNonReentrant", "FrozenHeadClassifier", "build_hooked_lora_classifier"])
 def test_non_reentrant_downstream_freeze_or_input_hook_is_correct(build, capture_warnings):
     model, model_ref, loader = run_both(getattr(fx, build))
