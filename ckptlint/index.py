@@ -99,11 +99,14 @@ class Freeze:
     # `model.norm`; `get_input_embeddings()` for what that returns): which part of a library model.
     paths: tuple[str, ...] = ()
     unfrozen_paths: tuple[str, ...] = ()
+    # transformers' `model.add_adapter(config)` ran: a later `gradient_checkpointing_enable()` hooks
+    # the inputs (it checks `_hf_peft_config_loaded`); one that ran before did not.
+    adapter_loaded: bool = False
 
     def __bool__(self) -> bool:
         return (
             self.everything or bool(self.attrs or self.unfrozen or self.by_name or self.paths or self.unfrozen_paths) or self.input_grad_hook
-            or self.hook_undone or self.thawed or self.checkpointing or self.adapter_wrap
+            or self.hook_undone or self.thawed or self.checkpointing or self.adapter_wrap or self.adapter_loaded
         )
 
     def then(self, later: "Freeze") -> "Freeze":
@@ -114,7 +117,8 @@ class Freeze:
             later.everything or (self.everything and not later.thawed),
             tuple(dict.fromkeys([*(a for a in self.attrs if a not in later.unfrozen and not later.thawed), *later.attrs])),
             tuple(dict.fromkeys([*(a for a in self.unfrozen if a not in later.attrs and not reset), *later.unfrozen])),
-            later.input_grad_hook or (self.input_grad_hook and not later.hook_undone) or (later.adapter_wrap and self.checkpointing),
+            later.input_grad_hook or (self.input_grad_hook and not later.hook_undone) or (later.adapter_wrap and self.checkpointing)
+            or (later.checkpointing and self.adapter_loaded),
             first.line,
             first.path,
             later.hook_undone or (self.hook_undone and not later.input_grad_hook),
@@ -125,6 +129,7 @@ class Freeze:
             later.wrapped or self.wrapped,
             tuple(dict.fromkeys([*(p for p in self.paths if not later.thawed and not within(p, later.unfrozen_paths)), *later.paths])),
             tuple(dict.fromkeys([*(p for p in self.unfrozen_paths if not reset and not within(p, later.paths)), *later.unfrozen_paths])),
+            self.adapter_loaded or later.adapter_loaded,
         )
 
     def where(self, here: str) -> str:
@@ -706,6 +711,8 @@ class _Summarizer:
         func = call.func
         if type(func) is ast.Attribute and func.attr in _HF_ENABLE_KWARGS and type(func.value) is ast.Name and func.value.id in steps:
             steps[func.value.id].append(FreezeStep(Freeze(checkpointing=True)))
+        elif type(func) is ast.Attribute and func.attr == _HF_ADD_ADAPTER and type(func.value) is ast.Name and func.value.id in steps:
+            steps[func.value.id].append(FreezeStep(_adapter_added(call, self.path)))
         elif type(func) is ast.Attribute and func.attr not in _MODULE_API:
             receiver = func.value
             if type(receiver) is ast.Name and receiver.id in steps:
@@ -1128,6 +1135,14 @@ _PEFT_INJECT = frozenset({"peft.inject_adapter_in_model", "peft.mapping.inject_a
 # lacks `lora_` (read in its source; measured in the same test).
 _LORALIB_MARK = frozenset({"loralib.mark_only_lora_as_trainable", "loralib.utils.mark_only_lora_as_trainable"})
 _HF_ENABLE_KWARGS = {"gradient_checkpointing_enable": "gradient_checkpointing_kwargs", "activation_checkpointing_enable": "activation_checkpointing_kwargs"}
+# transformers' `PeftAdapterMixin.add_adapter(config)` runs peft's `inject_adapter_in_model` on the
+# model itself (every parameter but the adapters frozen) and sets `_hf_peft_config_loaded`
+# (measured on 5.23 / peft 0.21.2: tests/runtime/test_adapter_libraries_runtime.py).
+_HF_ADD_ADAPTER = "add_adapter"
+
+
+def _adapter_added(call: ast.Call, path: str) -> Freeze:
+    return Freeze(everything=True, adapter_loaded=True, line=call.lineno, path=path)
 
 
 def _model_argument(call: ast.Call, callee: str) -> Optional[ast.AST]:

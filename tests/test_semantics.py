@@ -1209,6 +1209,35 @@ def test_adapter_libraries_that_freeze_the_model_they_are_handed():
     assert findings(body) == {(13, "CKPT005"), (25, "CKPT005"), (29, "CKPT005")}
 
 
+def test_transformers_add_adapter_freezes_all_but_the_adapters_and_arms_the_next_enable():
+    """Measured on transformers 5.23 / peft 0.21.2: `model.add_adapter(config)` freezes every
+    parameter but the adapters and marks PEFT loaded; `gradient_checkpointing_enable()` hooks the
+    inputs of such a model (4.x and 5.x), but only when it runs after `add_adapter`."""
+    body = """
+        from peft import LoraConfig
+        from transformers import AutoModelForCausalLM, ViTForImageClassification
+        REENTRANT = {"use_reentrant": True}
+        def llama_enabled_then_adapter():
+            model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=REENTRANT)
+            model.add_adapter(LoraConfig(target_modules=["q_proj"]))
+        def llama_adapter_then_enabled():
+            model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+            model.add_adapter(LoraConfig(target_modules=["q_proj"]))
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=REENTRANT)
+        def vit_enabled_then_adapter(name):
+            model = ViTForImageClassification.from_pretrained(name)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=REENTRANT)
+            model.add_adapter(LoraConfig(target_modules=["q_proj"]))
+        def vit_adapter_then_enabled(name):
+            model = ViTForImageClassification.from_pretrained(name)
+            model.add_adapter(LoraConfig(target_modules=["q_proj"]))
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=REENTRANT)
+        """
+    assert findings(body, transformers="4.57") == {(7, "CKPT005"), (15, "CKPT005")}
+    assert findings(body) == {(15, "CKPT005")}  # 5.x hooks token-id models whatever the order
+
+
 def test_enable_on_a_library_model_held_by_a_project_object_sees_its_freezing():
     body = """
         import torch

@@ -76,6 +76,28 @@ def test_injected_adapters_train_with_the_input_grad_hook(real_transformers):
     assert_same_grads(grads(model), grads(reference))
 
 
+def test_add_adapter_after_enabling_leaves_the_inputs_unhooked(real_transformers, capture_warnings):
+    fx = load_fixture("adapter_libraries", transformers_module=real_transformers)
+    torch.manual_seed(0)
+    model = fx.vit_enabled_then_adapter_added()
+    trainable = [name for name, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in name for name in trainable)
+    with pytest.raises(RuntimeError, match=ELEMENT_0):
+        fx.vit_step(model, fx.image_batch())
+
+
+def test_enabling_after_add_adapter_hooks_the_inputs(real_transformers):
+    fx = load_fixture("adapter_libraries", transformers_module=real_transformers)
+    torch.manual_seed(0)
+    model = fx.vit_adapter_added_then_enabled()
+    reference = copy.deepcopy(model)
+    reference.gradient_checkpointing_disable()
+    fx.vit_step(model, fx.image_batch())
+    fx.vit_step(reference, fx.image_batch())
+    assert all(g is not None for name, g in grads(model).items() if "lora_" in name)
+    assert_same_grads(grads(model), grads(reference))
+
+
 @pytest.mark.parametrize("build, starved", [("held_backbone_frozen", True), ("held_backbone_head_frozen", False)])
 def test_a_held_backbone_frozen_through_its_holder(build, starved, real_transformers, capture_warnings):
     fx = load_fixture("adapter_libraries", transformers_module=real_transformers)
