@@ -31,6 +31,7 @@ from ckptlint.model.sites import ApiKind
 from ckptlint.model.torch_knowledge import MODULE_BASES, MODULE_SELF_METHODS
 from ckptlint.names import absolute_module, import_bindings, resolve_dotted
 from ckptlint.registries import FILLING_METHODS, UNKNOWN_ENTRY, RegistryFacts, scan_registries
+from ckptlint.module_hooks import HookSignature, hook_functions, might_register_hooks
 from ckptlint.syntax import check_future_imports
 from ckptlint.wrapped_modules import ActivationWrap, activation_wraps
 
@@ -309,6 +310,10 @@ class ModuleSummary:
     cache_builders: tuple[str, ...] = ()
     # Registries of classes defined or filled here (ckptlint/registries.py).
     registry_facts: RegistryFacts = field(default_factory=RegistryFacts)
+    # Functions registered here as module hooks (qualified name -> how torch calls them), and the
+    # top-level statements that register hooks (the name they define; "" for module-level code).
+    hook_functions: dict[str, HookSignature] = field(default_factory=dict)
+    hook_registrars: tuple[str, ...] = ()
     digest: str = field(default="", compare=False)
 
     def to_json(self) -> dict:
@@ -355,6 +360,8 @@ class ModuleSummary:
             builders=data["builders"],
             cache_builders=tuple(data["cache_builders"]),
             registry_facts=RegistryFacts(**data["registry_facts"]),
+            hook_functions={name: HookSignature(**hook) for name, hook in data["hook_functions"].items()},
+            hook_registrars=tuple(data["hook_registrars"]),
             blocks=[
                 Block(
                     b["start"], b["end"], b["definition"], b["binds"], b["refs"], b["attrs"], b["stashes"],
@@ -540,11 +547,13 @@ class _Summarizer:
         blocks, built, models = self.scan(tree)
         hf_enables = _hf_enables(tree) if "checkpointing_enable" in source else []
         wraps = activation_wraps(tree, self.qualify, self.module) if "checkpoint_wrapper" in source or "apply_activation_checkpointing" in source else []
+        hooks, registrars = hook_functions(tree, self.qualify, self.module) if might_register_hooks(source) else ({}, ())
         return ModuleSummary(
             self.module, path, self.is_package, dict(self.imports), classes, tuple(functions), aliases, self.instance_freezes,
             self.param_freezes, hf_enables, built, wraps, self.forwarding, models, self.trains, blocks, self.builders,
             tuple(self.cache_builders),
             scan_registries(self.module, tree, self.filled, set(self.imports), self.qualify, lambda node: _project_name(self, node)),
+            hooks, registrars,
         )
 
     def may_freeze(self, node: ast.stmt) -> bool:
@@ -1698,6 +1707,8 @@ class ProjectIndex:
         self._callers: dict[str, list[tuple[ModuleSummary, Optional[str]]]] = {}
         self._read_only_in: dict[tuple[str, str], bool] = {}
         self._forwards: dict[str, Optional[str]] = {}
+        self._hook_functions: Optional[dict[str, HookSignature]] = None
+        self._hook_registrars: Optional[list[tuple[ModuleSummary, str]]] = None
 
     def split(self, qualname: str) -> tuple[Optional[ModuleSummary], str]:
         """(module, rest of the name) for the longest module prefix (memoized: every lookup starts here)."""
@@ -2074,6 +2085,18 @@ class ProjectIndex:
         if found is not None:
             self.cited.add(found[0])
         return found
+
+    def hook_signature(self, qualname: str) -> Optional[HookSignature]:
+        """How torch calls the function `qualname`, if some file registers it as a module hook."""
+        if self._hook_functions is None:
+            self._hook_functions = {name: hook for module in self.modules.values() for name, hook in module.hook_functions.items()}
+        return self._hook_functions.get(qualname) if self._hook_functions else None
+
+    def hook_registrars(self) -> list[tuple[ModuleSummary, str]]:
+        """Every top-level statement of the project that registers module hooks: (module, the name it defines)."""
+        if self._hook_registrars is None:
+            self._hook_registrars = [(module, name) for module in self.modules.values() for name in module.hook_registrars]
+        return self._hook_registrars
 
     def activation_wraps(self, class_qualname: str) -> list[tuple[str, ActivationWrap]]:
         """Where the project wraps modules of this class (of the project) with a checkpoint wrapper:

@@ -42,6 +42,9 @@ HELD_MODEL_TEXT = re.compile(r"(?:\bself\.\w+|\b(?!self\b)\w+)\.(?:gradient|acti
 HELD_MODEL_WORD = "_checkpointing_enable"
 # In such a file, code that switches an attribute's mode (`trainer.policy.eval()`) is kept too.
 HELD_MODE_TEXT = re.compile(r"\.\w+\.(?:train|eval)\s*\(")
+# A module hook registered here: the statement that registers it (and so the hook) is kept, since a
+# region of this file's checkpoints may run the hook (only searched in files the index saw register one).
+HOOK_TEXT = re.compile(r"register_(?:module_)?forward_(?:pre_)?hook\b")
 # Line ends as `ast` counts them, so that index line numbers address these lines.
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
@@ -130,6 +133,8 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
     triggers = checkpoint_names(summary, index, settings) | {name for name, target in summary.imports.items() if index.canonical(target) in HF_TRAINERS}
     holder_lines = [bisect_right(starts, match.start()) for match in HELD_MODEL_TEXT.finditer(text)] if HELD_MODEL_WORD in text else []
     patterns = (_site_text(settings), HELD_MODE_TEXT) if holder_lines else (_site_text(settings),)
+    if summary.hook_registrars:
+        patterns = (*patterns, HOOK_TEXT)
     site_lines = [bisect_right(starts, match.start()) for pattern in patterns for match in pattern.finditer(text)]
     site_lines.extend(bisect_right(starts, offset) for offset in _grad_off_offsets(text))
     needed = _needed_blocks(summary, index, triggers, site_lines)

@@ -125,3 +125,12 @@ LIGHTNING_NO_GRAD_STEPS = {
 }
 # Lightning's fit loop passes the DataLoader's batch, moved to the device, as the first argument.
 LIGHTNING_TRAINING_STEP = "training_step"
+
+# Module hooks that run as part of the module's call, so inside a checkpoint that runs the module and
+# again in its recompute: registration method -> kind. Backward hooks are not here: they fire once per
+# backward with checkpointing too (measured, rules/CKPT007.md).
+HOOK_REGISTRATIONS = {"register_forward_hook": "forward", "register_forward_pre_hook": "forward_pre"}
+# torch's global registrations: the hook runs for every module's call.
+GLOBAL_HOOK_REGISTRATIONS = {
+    f"torch.nn.modules{module}.register_module_forward_hook": "forward" for module in ("", ".module")
+} | {f"torch.nn.modules{module}.register_module_forward_pre_hook": "forward_pre" for module in ("", ".module")}

@@ -35,6 +35,7 @@ from ckptlint.model.dataflow import Dataflow, loader_batch
 from ckptlint.model.evaluation import Evaluation
 from ckptlint.model.file_model import FileModel
 from ckptlint.model.held_models import HeldModels
+from ckptlint.model.hooks import HookFacts
 from ckptlint.model.hf_configs import CACHE, is_config, tracked_settings, with_setting
 from ckptlint.model.model_states import bind_model, forget_modes, state_of
 from ckptlint.model.scope import GRAD_ENABLED, GRAD_UNCHANGED, GradMark, Scope
@@ -101,7 +102,7 @@ LOADER_NAME = re.compile(r"(^|_)(data)?loader$|dataloader", re.IGNORECASE)
 LIST_AND_DICT_UPDATES = frozenset({"append", "extend", "insert", "update", "setdefault"})
 _REMOVALS = frozenset({"pop", "popitem", "clear", "remove"})
 INPLACE_UPDATES = frozenset({"add_", "copy_", "mul_", "fill_", "zero_", "index_add_", "scatter_add_", "lerp_"})
-class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWalker):
+class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts, ReadOnlyWalker):
     def __init__(self, summary: ModuleSummary, index: ProjectIndex, versions: LibraryVersions, settings: Settings) -> None:
         super().__init__()
         self.summary = summary
@@ -129,6 +130,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         self.module_functions: dict[str, cst.FunctionDef] = {}
         # Bindings that comprehensions shadow, restored when each one ends.
         self.comprehensions: list[dict[str, Optional[Value]]] = []
+        self.start_hooks()
 
     # --- scopes ------------------------------------------------------------------------------
 
@@ -162,6 +164,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         scope = Scope("function", qualname, class_qualname, facts=facts, params=frozenset(params), method=node.name.value)
         for name in params:
             scope.bindings[name] = Param(name, qualname)
+        self.hook_parameters(scope, facts.params, self.index.hook_signature(qualname))
         if node.name.value == LIGHTNING_TRAINING_STEP and len(params) > 1 and self.is_lightning(class_qualname):
             scope.bindings[params[1]] = loader_batch(qualname, params[1])
         for decorator in node.decorators:
@@ -226,10 +229,15 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         scope = Scope("lambda", qualname, class_qualname=self.scope.class_qualname, facts=facts, params=params)
         for name in params:
             scope.bindings[name] = Param(name, qualname)
+        self.hook_parameters(scope, ordered, self.hook_lambdas.get(id(node)))
         self.scopes.append(scope)
 
     def leave_Lambda(self, node: cst.Lambda) -> None:
-        self.finish_facts(self.scopes.pop())
+        scope = self.scopes.pop()
+        self.finish_facts(scope)
+        if scope.facts is not None:
+            # A container update that is the whole body is the lambda's last effect.
+            scope.facts.mutations[:] = [replace(m, last=True) if m.node is node.body else m for m in scope.facts.mutations]
 
     def leave_Return(self, node: cst.Return) -> None:
         facts = self.scope.facts
@@ -640,6 +648,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, ReadOnlyWa
         self.collect_facts(node, callee)
         self.note_config_update(node, callee)
         self.note_model_call(node)
+        self.note_hook_registration(node)
         targets, bound = self.call_targets(callee)
         if targets:
             arguments = self.arguments(node.args)
@@ -880,6 +889,7 @@ def build_file_model(
         path, summary.name, tree, builder.sites, versions, index, settings,
         builder.functions, builder.lambdas, builder.runtime_attrs, builder.cache_uses, builder.calls,
         builder.wrapper_calls, grad_free_calls=builder.grad_free_calls, switches_early_stop=builder.switches_early_stop,
+        hooks=builder.finish_hooks(),
     )
 
 

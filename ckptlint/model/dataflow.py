@@ -54,20 +54,21 @@ def loader_batch(function: str, name: str) -> Tensor:
     return Tensor(Grad.NONE, f"`{name}` of `{owner}.{method}` is the DataLoader's batch (data does not require grad)")
 
 
-def held_module(index: ProjectIndex, binding: AttrBinding, spelled: str, built_by: Optional[str] = None) -> ModuleObject:
+def held_module(index: ProjectIndex, binding: AttrBinding, spelled: str, built_by: Optional[str] = None, path: tuple[tuple[str, str], ...] = ()) -> ModuleObject:
     """The module an attribute binding holds, with the arguments it was built with (in the `__init__`
-    of `built_by`)."""
+    of `built_by`), at `path` in the object the spelling starts from."""
     classes = tuple(index.canonical(c) for c in binding.constructors)
     arguments = tuple((key, tuple(described)) for key, described in binding.arguments.items()) if binding.arguments is not None else None
-    return ModuleObject(classes, spelled, binding.container, arguments, built_by if arguments is not None else None)
+    return ModuleObject(classes, spelled, binding.container, arguments, built_by if arguments is not None else None, path)
 
 
 class Dataflow:
     def __init__(self, index: ProjectIndex) -> None:
         self.index = index
 
-    def attribute(self, class_qualname: str, attr: str, spelled: str) -> Value:
-        """`obj.attr` for an instance of `class_qualname`, as `__init__` (or the class body) binds it."""
+    def attribute(self, class_qualname: str, attr: str, spelled: str, within: tuple[tuple[str, str], ...] = ()) -> Value:
+        """`obj.attr` for an instance of `class_qualname`, as `__init__` (or the class body) binds it
+        (`within`: the module path of `obj`)."""
         holder = self.index.attribute_holder(class_qualname, attr)
         if holder is None:
             return self.method(class_qualname, attr)
@@ -80,7 +81,7 @@ class Dataflow:
         if binding.is_buffer:
             return Tensor(Grad.NONE, f"`{spelled}` is a registered buffer", leaf=True)
         if binding.constructors or binding.container:
-            return held_module(self.index, binding, spelled, holder.qualname)
+            return held_module(self.index, binding, spelled, holder.qualname, (*within, (holder.qualname, attr)))
         if binding.param is not None:
             return Param(binding.param, f"{holder.qualname}.__init__", class_qualname)  # what the constructor was handed
         return UNKNOWN
@@ -95,14 +96,16 @@ class Dataflow:
 
     def member(self, module: ModuleObject, attr: str) -> Value:
         """`block.forward` / `block.__call__` is the module; `block.attend` a method, `model.layers` a submodule."""
-        if attr in ("forward", "__call__"):
+        if attr == "__call__":
             return module
+        if attr == "forward":
+            return replace(module, skips_hooks=True)
         if len(module.classes) == 1 and not module.container:
             if module.arguments is not None and self._is_field(module.classes[0], attr):
                 # A config object built where the analysis sees its arguments: what it was built with
                 # (`ModelConfig(ckpt_reentrant=True)`), not the class default; unknown if not literal.
                 return object_fields(self.index, module.classes[0], module.arguments).get(attr, UNKNOWN)
-            return self.attribute(module.classes[0], attr, f"{module.origin}.{attr}")
+            return self.attribute(module.classes[0], attr, f"{module.origin}.{attr}", module.path)
         return UNKNOWN
 
     def _is_field(self, class_qualname: str, attr: str) -> bool:

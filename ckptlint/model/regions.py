@@ -7,9 +7,9 @@ mutations, submodule calls), so rules never walk a callee's body again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
-from ckptlint.model.sites import FunctionFacts
+from ckptlint.model.sites import FunctionFacts, HookRegistration
 
 from ckptlint.model.construction import Context, passed, resolve
 from ckptlint.model.dataflow import held_module
@@ -21,6 +21,12 @@ if TYPE_CHECKING:
 
 _MAX_FUNCTIONS = 64  # deep module trees: enough to see every layer type, bounded for speed
 
+# A module path: (class that binds the attribute, attribute) per step, values.ELEMENT into containers.
+_Path = tuple[tuple[str, str], ...]
+# (file, callable or module, its `__init__` context, module path and class of the object it runs on,
+# whether the code is seen calling it: a submodule only held may run through helpers, or not at all).
+_Work = tuple["FileModel", Optional[Value], Optional[Context], _Path, Optional[str], bool]
+
 
 @dataclass
 class RegionPart:
@@ -31,6 +37,12 @@ class RegionPart:
     passed: Optional[frozenset[str]] = None
     # What the `__init__` that built the module running the function received, when known.
     context: Optional[Context] = None
+    # A module hook that runs here because its module runs in the region.
+    hook: Optional[HookRegistration] = None
+    # That module is the checkpointed module itself (its forward hook runs after its last operation).
+    on_entry: bool = False
+    # The file that registers the hook.
+    registered_in: Optional[str] = None
 
 
 @dataclass
@@ -47,16 +59,18 @@ def region_of(model: "FileModel", function: Optional[Value], inputs: int = 0, bu
     region = Region()
     entry = _entry_binding(function, inputs)
     seen: set = set()
-    # Each function runs for a module instance whose `__init__` arguments may be known (a context).
-    work: list[tuple["FileModel", Optional[Value], Optional[Context]]] = [(model, function, built_with)]
+    hooks = _Hooks(model)
+    # Each function runs for a module instance whose `__init__` arguments may be known (a context),
+    # at a module path (the object a method runs on: where its `self.<attr>` modules sit).
+    work: list[_Work] = [(model, function, built_with, (), None, True)]
     while work and len(region.parts) < _MAX_FUNCTIONS:
-        current, value, context = work.pop()
+        current, value, context, within, self_class, called = work.pop()
         if isinstance(value, Partial):
-            work.append((current, value.func, context))
+            work.append((current, value.func, context, within, self_class, called))
         elif isinstance(value, Lambda):
             facts = current.lambdas.get(id(value.node))
             if facts is not None:
-                _add(region, work, current, facts, None, entry, context)
+                _add(region, work, current, facts, None, entry, context, within)
         elif isinstance(value, (LocalFunction, Ref)):
             if value.qualname not in seen:
                 seen.add(value.qualname)
@@ -64,9 +78,10 @@ def region_of(model: "FileModel", function: Optional[Value], inputs: int = 0, bu
                 if located is None:
                     region.complete = False
                 else:
-                    _add(region, work, located[0], located[1], None, entry, context)
+                    _add(region, work, located[0], located[1], None, entry, context, within)
         elif isinstance(value, ModuleObject):
             arguments = dict(value.arguments) if value.arguments is not None else None
+            at = _module_path(current, value, within, self_class)
             for cls in value.classes:
                 if cls in DROPOUT_MODULES:
                     if _draws(cls, arguments, context):
@@ -82,12 +97,16 @@ def region_of(model: "FileModel", function: Optional[Value], inputs: int = 0, bu
                 if located is None:
                     region.complete = region.complete and cls.startswith("torch.nn.")
                     continue
-                _add(region, work, located[0], located[1], cls, entry, inner)
+                _add(region, work, located[0], located[1], cls, entry, inner, at)
                 # Submodules built in __init__ but called through helpers still run in the region.
                 for name in current.index.ancestors(cls):
                     summary = current.index.class_(name)
-                    for binding in summary.attrs.values() if summary else ():
-                        work.append((located[0], held_module(current.index, binding, ""), inner))
+                    for attr, binding in summary.attrs.items() if summary else ():
+                        work.append((located[0], held_module(current.index, binding, "", path=((name, attr),)), inner, at, cls, False))
+            if called and not value.skips_hooks:
+                # Its hooks run inside its call (after its forward's part: the entry's part comes first).
+                for registered_in, registration, hook in hooks.on(value, at):
+                    _add_hook(region, work, registered_in, registration, hook, value is function, at)
         else:
             region.complete = False
     return region
@@ -110,15 +129,94 @@ def _entry_binding(function: Optional[Value], inputs: int) -> tuple[int, frozens
     return inputs, frozenset()
 
 
-def _add(region: Region, work: list, model: "FileModel", facts: FunctionFacts, owner: Optional[str], entry=None, context: Optional[Context] = None) -> None:
+def _add(region: Region, work: list, model: "FileModel", facts: FunctionFacts, owner: Optional[str], entry=None, context: Optional[Context] = None, within: _Path = ()) -> None:
     passed = None
     if entry is not None and not region.parts:
         positional, keywords = entry
         skip = 1 if facts.params[:1] == ("self",) else 0
         passed = frozenset(facts.params[skip : skip + positional]) | keywords
     region.parts.append(RegionPart(model, facts, owner, passed, context))
-    work.extend((model, module, context) for module in facts.module_calls)
-    work.extend((model, LocalFunction(name), context) for name in facts.method_calls)
+    self_class = owner or _method_class(facts)
+    work.extend((model, module, context, within, self_class, True) for module in facts.module_calls)
+    work.extend((model, LocalFunction(name), context, within, self_class, True) for name in facts.method_calls)
+
+
+def _add_hook(region: Region, work: list, model: "FileModel", registration: HookRegistration, hook: Value, on_entry: bool, at: _Path) -> None:
+    """A hook's body runs where its module runs; the functions it calls run there too."""
+    while isinstance(hook, Partial):
+        hook = hook.func
+    if isinstance(hook, Lambda):
+        located: Optional[tuple["FileModel", FunctionFacts]] = (model, model.lambdas[id(hook.node)]) if id(hook.node) in model.lambdas else None
+    elif isinstance(hook, (LocalFunction, Ref)):
+        located = _function(model, hook.qualname)
+    else:
+        located = None
+    if located is None:
+        region.complete = False
+        return
+    owner, facts = located
+    if any(part.facts is facts and part.hook is not None for part in region.parts):
+        return  # one hook on every block of a loop: its body is read once
+    self_class = _method_class(facts)
+    region.parts.append(RegionPart(owner, facts, self_class, hook=registration, on_entry=on_entry, registered_in=model.path))
+    # A method hook runs on the object that registered it, whose place is not known here.
+    work.extend((owner, module, None, (), self_class, True) for module in facts.module_calls)
+    work.extend((owner, LocalFunction(name), None, (), self_class, True) for name in facts.method_calls)
+
+
+def _method_class(facts: FunctionFacts) -> Optional[str]:
+    return facts.qualname.rsplit(".", 1)[0] if facts.params[:1] == ("self",) else None
+
+
+def _module_path(model: "FileModel", module: ModuleObject, within: _Path, owner_class: Optional[str]) -> _Path:
+    """Where a module the region runs sits: its path from the object the running method belongs to
+    (`self.fc` inside a block that sits at `blocks[]`: `blocks[].fc`), or from what it is spelled from."""
+    if module.path and owner_class is not None and module.path[0][0] in model.index.ancestors(owner_class):
+        return (*within, *module.path)
+    return module.path
+
+
+class _Hooks:
+    """The module hooks registered in the site's file and in the files that import from it."""
+
+    def __init__(self, model: "FileModel") -> None:
+        self.model = model
+        self._registered: Optional[list[tuple["FileModel", HookRegistration]]] = None
+
+    def registered(self) -> list[tuple["FileModel", HookRegistration]]:
+        if self._registered is None:
+            self._registered = []
+            module = self.model.module
+            for summary, name in self.model.index.hook_registrars():
+                if summary.name != module and not any(target == module or target.startswith(module + ".") for target in summary.imports.values()):
+                    continue
+                # The site's own file: its model (the cut keeps what registers hooks); others, their definitions.
+                owner = self.model if summary.name == module else self.model.models(summary.name, f"{summary.name}.{name}" if name else summary.name)
+                if owner is not None:
+                    self._registered.extend((owner, registration) for registration in owner.hooks if not registration.removable)
+        return self._registered
+
+    def on(self, module: ModuleObject, at: _Path) -> Iterator[tuple["FileModel", HookRegistration, Value]]:
+        """The hooks of `module`, which sits at module path `at`."""
+        if not self.model.index.hook_registrars():
+            return
+        for owner, registration in self.registered():
+            receiver = registration.receiver
+            if receiver is None or _same_module(self.model, receiver, module, at):
+                yield owner, registration, registration.hook
+
+
+def _same_module(model: "FileModel", receiver: ModuleObject, module: ModuleObject, at: _Path) -> bool:
+    """Whether a hook registered on `receiver` is on `module`: the same path (one the end of the other,
+    as far as each is known), or, for a hook a class registers on itself, an instance of that class."""
+    if receiver.container or module.container:
+        return False  # a hook on a ModuleList never runs: the list is not called
+    if not receiver.path:
+        return any(model.index.is_subclass(cls, frozenset(receiver.classes)) for cls in module.classes)
+    if not at:
+        return False
+    shorter = min(len(receiver.path), len(at))
+    return receiver.path[-shorter:] == at[-shorter:]
 
 
 def _function(model: "FileModel", qualname: str) -> Optional[tuple["FileModel", FunctionFacts]]:

@@ -207,6 +207,21 @@ class FunctionFacts:
     hands_params: dict[str, list["ModelHandOff"]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, eq=False)
+class HookRegistration:
+    """`module.register_forward_hook(fn)` / `register_forward_pre_hook(fn)`, or torch's global
+    `register_module_forward_hook(fn)`: `fn` runs wherever the module runs, in a checkpoint's
+    recompute too."""
+
+    node: cst.Call
+    kind: str  # "forward" | "forward_pre"
+    receiver: Optional[ModuleObject]  # None: every module (a global registration)
+    hook: Value  # the hook as resolved: a function, method, lambda or partial
+    # Its handle is kept and the file removes hooks (`handle.remove()`): it may be gone by training.
+    removable: bool = False
+    line: int = 0  # where a named function is (first) registered as a hook in this file; 0: not known
+
+
 @dataclass(frozen=True)
 class ModelState:
     """What a script knows about a model variable at one point: its mode, and where its transformers

@@ -97,6 +97,10 @@ class Lambda:
     node: cst.Lambda
 
 
+# The step of a module path that goes from a container (`nn.ModuleList`) to one of its elements.
+ELEMENT = ("", "[]")
+
+
 @dataclass(frozen=True)
 class ModuleObject:
     """An nn.Module instance; `classes` are the classes it may be (container elements included)."""
@@ -109,6 +113,12 @@ class ModuleObject:
     arguments: Optional[tuple[tuple[str, tuple], ...]] = field(default=None, compare=False)
     # The class whose `__init__` built it, when its arguments name that `__init__`'s parameters.
     built_by: Optional[str] = field(default=None, compare=False)
+    # Where it sits in the object the spelling starts from (`self`, a model variable): one
+    # (class that binds the attribute, attribute) step per attribute read, ELEMENT for an element of
+    # a container. Module hooks are matched to the modules a region runs through it.
+    path: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    # Reached as `module.forward`: calling it runs the forward without the module's hooks.
+    skips_hooks: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -349,7 +359,7 @@ def defaulted(value: Value, fallback: Value, falsy: bool) -> Value:
 def element_of(value: Value) -> Value:
     """An element of `value` when iterated or indexed."""
     if isinstance(value, ModuleObject) and value.container:
-        return ModuleObject(value.classes, f"an element of {value.origin}", arguments=value.arguments, built_by=value.built_by)
+        return ModuleObject(value.classes, f"an element of {value.origin}", arguments=value.arguments, built_by=value.built_by, path=(*value.path, ELEMENT))
     if isinstance(value, DataSource):
         return Tensor(Grad.NONE, f"a batch from the DataLoader `{value.origin}`")
     if isinstance(value, Pieces):

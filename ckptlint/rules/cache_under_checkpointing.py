@@ -8,12 +8,11 @@ from ckptlint.findings import Severity
 from ckptlint.fixes import no_cache
 from ckptlint.model.sites import ApiKind
 from ckptlint.rules import Diagnostic, Rule, callee_name, spelled
-from ckptlint.rules.side_effect_escapes import CHECKPOINTED, is_cache
-from ckptlint.versions import generation_loses_context, recompute_stops_early
+from ckptlint.rules.side_effect_escapes import CHECKPOINTED, is_cache, recompute_stops_before_last_effect
+from ckptlint.versions import generation_loses_context
 
 if TYPE_CHECKING:
     from ckptlint.model.file_model import FileModel
-    from ckptlint.model.sites import CheckpointSite
 
 
 HF_NULLED_CACHES = frozenset({"past_key_values", "past_key_value", "layer_past"})
@@ -120,12 +119,3 @@ class CacheUnderCheckpointing(Rule):
                         severity=Severity.ERROR if mutation.also_read else Severity.WARNING,
                     )
 
-
-def recompute_stops_before_last_effect(model: FileModel, site: CheckpointSite) -> bool:
-    """torch's checkpoint in non-reentrant mode with its early stop on (`early_stop=True`, the
-    default, and no `set_checkpoint_early_stop` in the file): the recompute ends once the last tensor
-    saved in forward is recomputed, so the checkpointed function's last effect never runs again."""
-    return (
-        site.kind is ApiKind.CHECKPOINT and site.mode.reentrant is False and site.early_stop is True
-        and not model.switches_early_stop and recompute_stops_early(model.versions.torch)
-    )

@@ -10,9 +10,11 @@ from ckptlint.model.regions import Region, RegionPart
 from ckptlint.model.sites import ApiKind
 from ckptlint.model.values import Grad, Tensor
 from ckptlint.rules import Diagnostic, Rule, callee_name
+from ckptlint.versions import recompute_stops_early
 
 if TYPE_CHECKING:
     from ckptlint.model.file_model import FileModel
+    from ckptlint.model.sites import CheckpointSite
     import libcst as cst
 
 CHECKPOINTED = (
@@ -27,9 +29,12 @@ def is_cache(name: str) -> bool:
     return "cache" in lowered or "past" in lowered
 
 
-def escapes(region: Region) -> Iterator[tuple[RegionPart, cst.CSTNode, str]]:
-    """Tensors computed in the region that leave it other than through the return value."""
+def escapes(region: Region, stops_early: bool = False) -> Iterator[tuple[RegionPart, cst.CSTNode, str]]:
+    """Tensors computed in the region that leave it other than through the return value.
+    `stops_early`: the recompute ends after the last tensor saved in forward (CKPT004's early stop)."""
     for part in region.parts:
+        if stops_early and _runs_after_last_saved(region, part):
+            continue
         facts = part.facts
         for store in facts.self_stores:
             if not isinstance(store.value, Tensor) or store.scratch and part.model.index.read_only_in(store.attr, facts.qualname):
@@ -49,9 +54,38 @@ def escapes(region: Region) -> Iterator[tuple[RegionPart, cst.CSTNode, str]]:
                 yield part, mutation.node, f"puts a tensor into `{mutation.container}`, which outlives the call"
 
 
+def _runs_after_last_saved(region: Region, part: RegionPart) -> bool:
+    """A forward hook of the checkpointed module itself, its only one, whose updates are its last
+    effect: it runs after the module's last operation, so when the recompute stops at the last saved
+    tensor it has not reached them (measured: the list keeps 4 entries for 4 blocks). Only
+    container updates count: the hook's other effects may come before a tensor it saves."""
+    hook = part.hook
+    if hook is None or not part.on_entry or hook.kind != "forward":
+        return False
+    if sum(1 for p in region.parts if p.on_entry and p.hook is not None and p.hook.kind == "forward") != 1:
+        return False  # another forward hook may run after it and save tensors
+    facts = part.facts
+    return not facts.self_stores and not facts.global_stores and all(m.last and not m.also_read for m in facts.mutations)
+
+
 def _is_buffer(part: RegionPart, attr: str) -> bool:
     binding = part.model.index.attribute(part.owner_class, attr) if part.owner_class else None
     return binding is not None and binding.is_buffer
+
+
+def _hook_description(model: FileModel, part: RegionPart) -> str:
+    """`the forward hook registered on `an element of self.blocks` (line 23)`: its module runs in the region."""
+    hook = part.hook
+    assert hook is not None
+    kind = "forward pre-hook" if hook.kind == "forward_pre" else "forward hook"
+    on = f"on `{hook.receiver.origin}`" if hook.receiver is not None else "on every module (`register_module_forward_hook`)"
+    if not hook.line or part.registered_in is None:
+        return f"the {kind} registered {on}"
+    if part.registered_in == part.model.path:
+        return f"the {kind} registered {on} (line {hook.line})"
+    if part.registered_in != model.path:
+        model.index.cited.add(part.registered_in)  # the message cites a line of that file
+    return f"the {kind} registered {on} ({part.registered_in}:{hook.line})"
 
 
 class SideEffectEscapes(Rule):
@@ -68,11 +102,32 @@ class SideEffectEscapes(Rule):
                 consequence = "under reentrant checkpointing it is computed under no_grad, so its gradient contribution silently vanishes"
             else:
                 consequence = "the recompute during backward runs it again, so it happens twice per step"
-            for part, node, what in escapes(model.region(site)):
+            if site.reentrant:
+                in_hook = (
+                    "under reentrant checkpointing the hook runs under no_grad in forward (a submodule's output it keeps does "
+                    "not require grad) and runs again in the recompute during backward"
+                )
+            else:
+                in_hook = "the recompute during backward runs the hook again, so it happens twice per step"
+            region = model.region(site)
+            for part, node, what in escapes(region, recompute_stops_before_last_effect(model, site)):
+                subject = f"`{part.facts.qualname}`"
+                if part.hook is not None:
+                    subject = f"{subject}, {_hook_description(model, part)},"
                 yield Diagnostic(
                     node,
-                    f"`{part.facts.qualname}` {what} inside the region checkpointed by `{callee_name(site)}`: {consequence}",
+                    f"{subject} {what} inside the region checkpointed by `{callee_name(site)}`: {in_hook if part.hook else consequence}",
                     "return the value from the checkpointed function (e.g. `return h, aux_loss`) and store it outside",
                     path=part.model.path,
                     severity=Severity.ERROR if site.reentrant else Severity.WARNING,
                 )
+
+
+def recompute_stops_before_last_effect(model: FileModel, site: CheckpointSite) -> bool:
+    """torch's checkpoint in non-reentrant mode with its early stop on (`early_stop=True`, the
+    default, and no `set_checkpoint_early_stop` in the file): the recompute ends once the last tensor
+    saved in forward is recomputed, so the checkpointed function's last effect never runs again."""
+    return (
+        site.kind is ApiKind.CHECKPOINT and site.mode.reentrant is False and site.early_stop is True
+        and not model.switches_early_stop and recompute_stops_early(model.versions.torch)
+    )
