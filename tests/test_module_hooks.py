@@ -273,6 +273,23 @@ CASES = {
         """,
         {(16, "CKPT007")},
     ),
+    "a hook on another instance of the checkpointed class (a teacher held by a variable)": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(8, 8)
+                self.block = Block()
+            def forward(self, x):
+                return checkpoint(self.block, self.stem(x), use_reentrant=True)
+        TEACHER_FEATURES = []
+        def keep(module, inputs, output):
+            TEACHER_FEATURES.append(output)
+        teacher = Block()
+        teacher.register_forward_hook(keep)
+        """,
+        set(),
+    ),
     "torch's global forward hook runs for every module of the region": (
         """
         class Net(nn.Module):

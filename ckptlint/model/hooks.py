@@ -79,11 +79,12 @@ class HookFacts:
             return
         signature, every_module = registered
         receiver: Optional[Value] = None
+        every_instance = False
         if not every_module and isinstance(func, cst.Attribute):
             receiver = self.evaluate(func.value)  # type: ignore[attr-defined]
             if isinstance(receiver, Param) and receiver.name == "self" and self.scope.class_qualname:
                 # `self.register_forward_hook(...)` in a module's method: the hook is on every instance.
-                receiver = ModuleObject((self.scope.class_qualname,), "self")
+                receiver, every_instance = ModuleObject((self.scope.class_qualname,), "self"), True
             if not isinstance(receiver, ModuleObject):
                 return  # a module the analysis cannot name: its hooks match nothing
         value = self.evaluate(hook)  # type: ignore[attr-defined]
@@ -91,7 +92,7 @@ class HookFacts:
         while isinstance(function, Partial):
             function = function.func
         named = self.summary.hook_functions.get(function.qualname) if isinstance(function, (LocalFunction, Ref)) else None  # type: ignore[attr-defined]
-        self.hooks.append(HookRegistration(node, signature.kind, receiver, value, line=named.line if named else 0))  # type: ignore[arg-type]
+        self.hooks.append(HookRegistration(node, signature.kind, receiver, value, line=named.line if named else 0, every_instance=every_instance))  # type: ignore[arg-type]
 
     def hook_parameters(self, scope: Scope, params: tuple[str, ...], signature: Optional[HookSignature]) -> None:
         """A hook's `inputs` and `output` hold the module's tensors (what they require is not known)."""

@@ -201,19 +201,21 @@ class _Hooks:
         if not self.model.index.hook_registrars():
             return
         for owner, registration in self.registered():
-            receiver = registration.receiver
-            if receiver is None or _same_module(self.model, receiver, module, at):
+            if registration.receiver is None or _same_module(self.model, registration, module, at):
                 yield owner, registration, registration.hook
 
 
-def _same_module(model: "FileModel", receiver: ModuleObject, module: ModuleObject, at: _Path) -> bool:
-    """Whether a hook registered on `receiver` is on `module`: the same path (one the end of the other,
-    as far as each is known), or, for a hook a class registers on itself, an instance of that class."""
+def _same_module(model: "FileModel", registration: HookRegistration, module: ModuleObject, at: _Path) -> bool:
+    """Whether a hook registered on a module is on `module`: the same path (one the end of the other,
+    as far as each is known), or, for a hook a class registers on itself, an instance of that class.
+    A module held by a variable (`model = Net()`) has no path: which instance it is, is not known."""
+    receiver = registration.receiver
+    assert receiver is not None
     if receiver.container or module.container:
         return False  # a hook on a ModuleList never runs: the list is not called
-    if not receiver.path:
+    if registration.every_instance:
         return any(model.index.is_subclass(cls, frozenset(receiver.classes)) for cls in module.classes)
-    if not at:
+    if not receiver.path or not at:
         return False
     shorter = min(len(receiver.path), len(at))
     return receiver.path[-shorter:] == at[-shorter:]

@@ -220,6 +220,8 @@ class HookRegistration:
     # Its handle is kept and the file removes hooks (`handle.remove()`): it may be gone by training.
     removable: bool = False
     line: int = 0  # where a named function is (first) registered as a hook in this file; 0: not known
+    # Registered by a class on itself (`self.register_forward_hook(...)`): on every instance of it.
+    every_instance: bool = False
 
 
 @dataclass(frozen=True)
