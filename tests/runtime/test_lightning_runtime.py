@@ -19,10 +19,11 @@ from ckpt_runtime import load_fixture  # noqa: E402
 fx = load_fixture("lightning_steps")
 
 
-def fit(module, batches, *, validate=False, only_validate=False):
+def fit(module, batches, *, validate=False, only_validate=False, callbacks=(), epochs=0):
     """One fit step on `batches` (one validation batch too with `validate`; `trainer.validate` alone
-    with `only_validate`), recording what each step sees."""
-    seen = {}
+    with `only_validate`), recording what each step sees; with `epochs`, that many epochs, the
+    gradients of each epoch's first step under "grads by epoch"."""
+    seen = {"grads by epoch": {}}
 
     def spy(name, step):
         def run(batch, batch_idx):
@@ -35,7 +36,8 @@ def fit(module, batches, *, validate=False, only_validate=False):
             if name == "training_step":
                 seen["grads"] = {}
                 result.backward(retain_graph=True)
-                seen["grads"] = {n: p.grad for n, p in module.named_parameters()}
+                seen["grads"] = {n: None if p.grad is None else p.grad.clone() for n, p in module.named_parameters()}
+                seen["grads by epoch"].setdefault(module.current_epoch, seen["grads"])
                 module.zero_grad()
             return result
 
@@ -46,7 +48,7 @@ def fit(module, batches, *, validate=False, only_validate=False):
     # `pytorch_lightning` and `lightning.pytorch` are separate class trees: each needs its own Trainer.
     package = pytorch_lightning if isinstance(module, pytorch_lightning.LightningModule) else lightning
     trainer = package.Trainer(
-        max_steps=1, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        **({"max_epochs": epochs} if epochs else {"max_steps": 1}), callbacks=list(callbacks), accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=1,
     )
     loader = torch.utils.data.DataLoader(batches, batch_size=4)
@@ -112,3 +114,62 @@ def test_look_alikes_train_every_parameter(look_alike):
     torch.manual_seed(0)
     seen = fit(look_alike(), pairs(), validate=True)
     assert all(g is not None and g.abs().sum() > 0 for g in seen["grads"].values()), seen["grads"]
+
+
+# --- callbacks that freeze the module they train (fixtures/lightning_finetuning.py) ---------------
+#
+# Lightning 2.6 runs, before the first training_step: callbacks' `setup` (BaseFinetuning's calls
+# `freeze_before_training(pl_module)`), the module's `setup` / `configure_model` /
+# `configure_optimizers`, then callbacks' and the module's `on_fit_start`, `on_train_start` and
+# `on_train_epoch_start` (BaseFinetuning's calls `finetune_function(pl_module, current_epoch,
+# optimizer)` there, every epoch).
+
+ft = load_fixture("lightning_finetuning")
+
+CHECKPOINTED = ("block.0.weight", "block.0.bias")
+
+
+def _trained(grads, names):
+    return all(grads[n] is not None and grads[n].abs().sum() > 0 for n in names)
+
+
+def test_finetuning_callback_leaves_the_checkpointed_block_without_grad_until_it_unfreezes():
+    torch.manual_seed(0)
+    seen = fit(ft.LitFeatures(), pairs(), callbacks=[ft.FeatureExtractorFreezeUnfreeze(2)], epochs=3)
+    by_epoch = seen["grads by epoch"]
+    for epoch in (0, 1):  # frozen until epoch 2: the block behind the extractor gets no gradient
+        assert all(by_epoch[epoch][n] is None for n in CHECKPOINTED), by_epoch[epoch]
+        assert by_epoch[epoch]["feature_extractor.weight"] is None
+        assert _trained(by_epoch[epoch], ["head.weight"])
+    assert _trained(by_epoch[2], CHECKPOINTED + ("feature_extractor.weight",))
+
+
+def test_finetuning_callback_unfreezing_at_the_first_epoch_trains_everything():
+    torch.manual_seed(0)
+    seen = fit(ft.LitFeaturesAtOnce(), pairs(), callbacks=[ft.FeatureExtractorFreezeUnfreeze(unfreeze_at_epoch=0)], epochs=1)
+    assert _trained(seen["grads by epoch"][0], list(seen["grads"]))
+
+
+@pytest.mark.parametrize(
+    "module, callback, frozen",
+    [(ft.LitBackbone, ft.FreezeBackbone, "backbone.weight"), (ft.LitEncoder, ft.FreezeEncoder, "encoder.weight")],
+)
+def test_plain_callbacks_freezing_in_setup_or_on_fit_start_leave_the_block_without_grad(module, callback, frozen):
+    torch.manual_seed(0)
+    grads = fit(module(), pairs(), callbacks=[callback()])["grads"]
+    assert grads[frozen] is None and all(grads[n] is None for n in CHECKPOINTED), grads
+    assert _trained(grads, ["head.weight"])
+
+
+@pytest.mark.parametrize(
+    "module, callback",
+    [
+        (ft.LitBackboneThawed, ft.FreezeThenThaw),  # unfrozen in on_train_start, before the first step
+        (ft.LitBackboneNonReentrant, ft.FreezeBackbone),  # non-reentrant: the block trains behind it
+        (ft.LitNormed, ft.FreezeNorm),  # BaseFinetuning.freeze keeps BatchNorm trainable
+    ],
+)
+def test_callback_look_alikes_train_the_checkpointed_block(module, callback):
+    torch.manual_seed(0)
+    grads = fit(module(), pairs(), callbacks=[callback()])["grads"]
+    assert _trained(grads, CHECKPOINTED), grads
