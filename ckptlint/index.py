@@ -12,7 +12,7 @@ import ast
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from ckptlint.model.apis import (
@@ -27,6 +27,9 @@ from ckptlint.model.apis import (
     NO_GRAD_CONTEXTS,
     RNG_RESTORERS,
 )
+from ckptlint.model import lightning_callbacks as lightning
+from ckptlint.model.construction import object_fields
+from ckptlint.model.lightning_callbacks import TRAINERS as LIGHTNING_TRAINERS, epoch_guard
 from ckptlint.model.sites import ApiKind
 from ckptlint.model.torch_knowledge import MODULE_BASES, MODULE_SELF_METHODS
 from ckptlint.names import absolute_module, import_bindings, resolve_dotted
@@ -103,6 +106,10 @@ class Freeze:
     # transformers' `model.add_adapter(config)` ran: a later `gradient_checkpointing_enable()` hooks
     # the inputs (it checks `_hf_peft_config_loaded`); one that ran before did not.
     adapter_loaded: bool = False
+    # Frozen by `BaseFinetuning.freeze(..., train_bn=True)`: BatchNorm layers inside stay trainable.
+    norms_trainable: tuple[str, ...] = ()
+    # Who froze it when that is not the code at `line` alone (a Lightning callback, and until when).
+    note: str = ""
 
     def __bool__(self) -> bool:
         return (
@@ -131,6 +138,10 @@ class Freeze:
             tuple(dict.fromkeys([*(p for p in self.paths if not later.thawed and not within(p, later.unfrozen_paths)), *later.paths])),
             tuple(dict.fromkeys([*(p for p in self.unfrozen_paths if not reset and not within(p, later.paths)), *later.unfrozen_paths])),
             self.adapter_loaded or later.adapter_loaded,
+            norms_trainable=tuple(dict.fromkeys([
+                *(a for a in self.norms_trainable if a not in later.unfrozen and a not in later.attrs and not later.thawed), *later.norms_trainable,
+            ])),
+            note=first.note,
         )
 
     def where(self, here: str) -> str:
@@ -164,6 +175,12 @@ class FreezeStep:
     callee: str = ""
     slot: str = ""
     member: str = ""
+    # Run only when training starts at an epoch satisfying this (`if current_epoch == 5:` in a
+    # Lightning callback's hook; see `lightning_callbacks.epoch_guard`).
+    guard: Optional[list] = None
+    # A Lightning `Trainer.fit` of the object: the callbacks the Trainer holds, as JSON
+    # [[constructor, its arguments (`_call_arguments`)], ...] (callee ".fit").
+    callbacks: str = ""
 
 
 def _projected(outer: Freeze, attr: str) -> Freeze:
@@ -173,8 +190,8 @@ def _projected(outer: Freeze, attr: str) -> Freeze:
     frozen = tuple(p[len(prefix) :] for p in outer.paths if p.startswith(prefix))
     unfrozen = tuple(p[len(prefix) :] for p in outer.unfrozen_paths if p.startswith(prefix))
     everything = attr in outer.attrs and attr in outer.paths
-    if not (frozen or unfrozen or everything):
-        return Freeze()
+    if not (frozen or unfrozen or everything) or attr in outer.norms_trainable:
+        return Freeze()  # nothing, or BatchNorm layers somewhere inside kept trainable
     return Freeze(
         everything=everything,
         attrs=tuple(dict.fromkeys(p.split(".", 1)[0] for p in frozen if "." not in p or p.split(".", 1)[1] in _PARAMETER_LEAVES)),
@@ -183,7 +200,17 @@ def _projected(outer: Freeze, attr: str) -> Freeze:
         path=outer.path,
         paths=frozen,
         unfrozen_paths=unfrozen,
+        note=outer.note,
     )
+
+
+def _uncertain(freeze: Freeze) -> Freeze:
+    """What `freeze` may or may not do (a step under a condition that cannot be decided): whatever
+    it touches becomes unknown."""
+    predicates = [["startswith", f"{a}."] for a in (*freeze.attrs, *freeze.unfrozen)] + [predicate for predicate, _ in freeze.by_name]
+    if freeze.everything or freeze.thawed:
+        predicates.append(_ALWAYS)
+    return Freeze(by_name=tuple([predicate, None] for predicate in predicates))
 
 
 def within(path: str, parts: Sequence[str]) -> bool:
@@ -452,12 +479,15 @@ def instance_key(function: str, ctor: str) -> str:
 
 
 def _freeze_from_json(data: dict) -> Freeze:
-    lists = ("attrs", "unfrozen", "by_name", "paths", "unfrozen_paths")
+    lists = ("attrs", "unfrozen", "by_name", "paths", "unfrozen_paths", "norms_trainable")
     return Freeze(**{**data, **{key: tuple(data[key]) for key in lists}})
 
 
 def _steps_from_json(data: list[dict]) -> list[FreezeStep]:
-    return [FreezeStep(_freeze_from_json(d["freeze"]) if d["freeze"] is not None else None, d["callee"], d["slot"], d["member"]) for d in data]
+    return [
+        FreezeStep(_freeze_from_json(d["freeze"]) if d["freeze"] is not None else None, d["callee"], d["slot"], d["member"], d["guard"], d["callbacks"])
+        for d in data
+    ]
 
 
 def dotted(node: ast.AST) -> Optional[str]:
@@ -524,6 +554,11 @@ class _Summarizer:
             elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
                 self.bind_imports(stmt)
         self.lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        # Lightning's BaseFinetuning under the names this module imports it as, and this module's subclasses of it.
+        self.finetuning_receivers = frozenset(name for name, target in self.imports.items() if target in lightning.BASE_FINETUNING)
+        self.finetuning_classes: set[str] = set()
+        # Module-level functions by name (a helper returning a Trainer's callbacks).
+        self.function_nodes = {s.name: s for s in _module_level(tree.body) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
         classes: dict[str, ClassSummary] = {}
         functions: list[str] = []
         aliases: dict[str, Alias] = {}
@@ -556,9 +591,10 @@ class _Summarizer:
             hooks, registrars,
         )
 
-    def may_freeze(self, node: ast.stmt) -> bool:
+    def may_freeze(self, node: ast.stmt, finetuning: frozenset[str]) -> bool:
         """Freezing facts need one of a few words in the statement: skip the walks without them."""
-        return _FREEZE_TEXT.search("\n".join(self.lines[node.lineno - 1 : node.end_lineno])) is not None
+        text = "\n".join(self.lines[node.lineno - 1 : node.end_lineno])
+        return _FREEZE_TEXT.search(text) is not None or bool(finetuning) and _FINETUNING_TEXT.search(text) is not None
 
     def scan(self, tree: ast.Module) -> tuple[list[Block], tuple[str, ...], tuple[str, ...]]:
         """One walk over every top-level statement: which module-level names and attributes it binds
@@ -621,17 +657,21 @@ class _Summarizer:
                 self.instance_freezes[instance_key(function, ctor)] = built
 
     def object_steps(
-        self, body: list[ast.stmt], params: Iterable[str], track: bool = False, methods: frozenset[str] = frozenset(), owner: str = ""
+        self, body: list[ast.stmt], params: Iterable[str], track: bool = False, methods: frozenset[str] = frozenset(), owner: str = "",
+        finetuning: Optional[frozenset[str]] = None,
     ) -> tuple[dict[str, list[FreezeStep]], list[tuple[str, list[FreezeStep]]]]:
         """In source order, the freezing written out on each parameter and the calls that may freeze
-        it (handed to a project function, a method called on it), until the name is rebound. With
-        `track`, the same for each object built here: (constructor, steps) per object."""
+        it (handed to a project function, a method called on it, a Lightning Trainer fitting it),
+        until the name is rebound. With `track`, the same for each object built here: (constructor,
+        steps) per object. `finetuning`: see `_freeze_facts` (the module's own spellings by default)."""
+        finetuning = self.finetuning_receivers if finetuning is None else finetuning
         held: dict[str, list[FreezeStep]] = {name: [] for name in params}  # names still holding their object
         of_params = dict(held)
         found: dict[str, list[FreezeStep]] = {}
         ctors: dict[str, str] = {}
         built: list[tuple[str, list[FreezeStep]]] = []
         wrapped: set[int] = set()  # PEFT calls already applied where their result is assigned
+        callbacks = _TrainerCallbacks(self)
         for stmt in body:
             for node in _in_source_order(stmt):
                 if type(node) is ast.Call:
@@ -642,8 +682,15 @@ class _Summarizer:
                         self.call_steps(node, held, methods, owner)
                     if track:
                         built.extend(self.handed_new(node))
+                    if type(node.func) is ast.Attribute:
+                        callbacks.grow(node)
+                        if node.func.attr == "fit":
+                            self.fit_step(node, callbacks, held, built if track else None)
+                elif type(node) is ast.AugAssign and type(node.target) is ast.Name:
+                    callbacks.forget(node.target.id)  # `callbacks += more`
                 elif type(node) is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
                     name = node.targets[0].id
+                    callbacks.assign(name, node.value)
                     wrap = self.peft_effect(node.value, held, ctors) if type(node.value) is ast.Call else None
                     if wrap is None and name in held and _root_name(node.value) == name:
                         continue  # `model = model.to(device)`, `model = freeze(model)`: the same object
@@ -669,13 +716,26 @@ class _Summarizer:
                     made = self.constructed(node.value)  # `return freeze(Net())`
                     if made is not None and made[1]:
                         built.append(made)
-            if held and self.may_freeze(stmt):
+            if held and self.may_freeze(stmt, finetuning):
                 for name, steps in held.items():
-                    freeze = _freeze_facts(stmt, name, self.path)
+                    freeze = _freeze_facts(stmt, name, self.path, finetuning)
                     if freeze:
                         steps.append(FreezeStep(freeze))
         built.extend((ctor, found[name]) for name, ctor in ctors.items())
         return of_params, built
+
+    def fit_step(self, call: ast.Call, callbacks: "_TrainerCallbacks", held: dict[str, list[FreezeStep]], built: Optional[list]) -> None:
+        """`trainer.fit(model, ...)` by a Lightning Trainer whose callbacks are known: a step on the
+        model (a tracked name, or built right there when `built` collects new objects)."""
+        known = callbacks.of_fit(call)
+        if not known:
+            return
+        model = _fitted_model(call)
+        step = FreezeStep(callee=".fit", callbacks=json.dumps(known))
+        if type(model) is ast.Name and model.id in held:
+            held[model.id].append(step)
+        elif built is not None and type(model) is ast.Call and (made := self.constructed(model)) is not None:
+            built.append((made[0], [*made[1], step]))
 
     def peft_effect(self, call: ast.Call, held: dict[str, list[FreezeStep]], ctors: dict[str, str]) -> Optional[tuple[str, Freeze]]:
         """(the tracked variable whose model a library call is handed, what the call does to it) for
@@ -826,12 +886,17 @@ class _Summarizer:
         forward_no_grad = False
         init_params, init_defaults = None, {}
         own = frozenset(m.name for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)))
+        qualname = f"{self.module}.{node.name}"
+        finetuning = self.finetuning_receivers
+        if any(b in lightning.BASE_FINETUNING or b in self.finetuning_classes for b in bases):
+            self.finetuning_classes.add(qualname)
+            finetuning |= {"self"}  # `self.freeze(pl_module.backbone)`
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 methods.append(stmt.name)
                 if stmt.args.args and stmt.args.args[0].arg == "self" and stmt.name != "forward":
                     params = _ordered_params(stmt)
-                    steps = self.object_steps(stmt.body, params, methods=own, owner=f"{self.module}.{node.name}")[0]
+                    steps = self.method_steps(stmt, params, own, qualname, finetuning)
                     # Other parameters keep only the freezing written out (`def _freeze(self, module)`).
                     kept = {p: s if p == "self" else [step for step in s if step.freeze is not None] for p, s in steps.items()}
                     if any(kept.values()):
@@ -848,6 +913,32 @@ class _Summarizer:
                         attrs.setdefault(target.id, self.binding(stmt.value, {}))
         recompute = recompute_layout(node, self.qualify) if any(b in AUTOGRAD_FUNCTIONS for b in bases) else None
         return ClassSummary(f"{self.module}.{node.name}", bases, attrs, tuple(methods), forward_no_grad, recompute, init_params, init_defaults)
+
+    def method_steps(
+        self, method: Union[ast.FunctionDef, ast.AsyncFunctionDef], params: tuple[str, ...], own: frozenset[str], owner: str, finetuning: frozenset[str]
+    ) -> dict[str, list[FreezeStep]]:
+        """`object_steps` of a method's parameters; the steps of a top-level `if` on the epoch
+        (`if current_epoch == self.unfreeze_at:`, in a Lightning callback) carry that guard."""
+        epoch_names = frozenset(p for p in params if "epoch" in p)
+        segments: list[tuple[Optional[list], list[ast.stmt]]] = []
+        for stmt in method.body:
+            guard = epoch_guard(stmt.test, epoch_names) if isinstance(stmt, ast.If) else None
+            if guard is None:
+                if segments and segments[-1][0] is None:
+                    segments[-1][1].append(stmt)
+                else:
+                    segments.append((None, [stmt]))
+                continue
+            segments.append((guard, stmt.body))
+            if stmt.orelse:
+                segments.append((["not", guard], stmt.orelse))
+        if len(segments) <= 1 and not (segments and segments[0][0]):
+            return self.object_steps(method.body, params, methods=own, owner=owner, finetuning=finetuning)[0]
+        steps: dict[str, list[FreezeStep]] = {p: [] for p in params}
+        for guard, body in segments:
+            for param, found in self.object_steps(body, params, methods=own, owner=owner, finetuning=finetuning)[0].items():
+                steps[param] += [replace(step, guard=guard) for step in found] if guard else found
+        return steps
 
     def collect_init(self, init: ast.FunctionDef, attrs: dict[str, AttrBinding]) -> None:
         init_params = _params(init) - {"self"}
@@ -935,6 +1026,92 @@ class _Summarizer:
                 yield from self.constructors(element, local_elements)
 
 
+def _fitted_model(call: ast.Call) -> Optional[ast.expr]:
+    """The model `trainer.fit(model, ...)` / `trainer.fit(model=model)` trains."""
+    return call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "model"), None)
+
+
+class _TrainerCallbacks:
+    """The callbacks the Lightning Trainers of a body are built with, as the body runs: Trainers and
+    callback lists bound to names (`callbacks = [...]`, `.append(...)`), and lists a helper function
+    of the module returns. A callback is [constructor, its arguments]; None stands for what cannot be
+    told (a list handed in, a helper of another module, `+=`)."""
+
+    def __init__(self, summarizer: "_Summarizer", depth: int = 0) -> None:
+        self.summarizer = summarizer
+        self.depth = depth
+        self.lists: dict[str, Optional[list]] = {}
+        self.trainers: dict[str, Optional[list]] = {}
+
+    def forget(self, name: str) -> None:
+        if name in self.lists:
+            self.lists[name] = None
+
+    def assign(self, name: str, value: ast.expr) -> None:
+        self.lists.pop(name, None)
+        self.trainers.pop(name, None)
+        if type(value) is ast.Call and self.summarizer.callee_name(value) in LIGHTNING_TRAINERS:
+            self.trainers[name] = self.of_trainer(value)
+        elif isinstance(value, (ast.List, ast.Tuple, ast.Call)):
+            self.lists[name] = self.of(value)
+
+    def grow(self, call: ast.Call) -> None:
+        """`callbacks.append(cb)` / `callbacks.extend([...])` on a tracked list."""
+        receiver, method = call.func.value, call.func.attr  # type: ignore[attr-defined]
+        if method in ("append", "extend") and type(receiver) is ast.Name and self.lists.get(receiver.id) is not None:
+            more = (self.of(call.args[0]) if method == "extend" else self.of(ast.List([call.args[0]]))) if len(call.args) == 1 else None
+            self.lists[receiver.id] = None if more is None else [*self.lists[receiver.id], *more]
+
+    def of_trainer(self, call: ast.Call) -> Optional[list]:
+        value = next((k.value for k in call.keywords if k.arg == "callbacks"), None)
+        return [] if value is None else self.of(value) if type(value) in (ast.List, ast.Tuple, ast.Name, ast.Call) else None
+
+    def of_fit(self, call: ast.Call) -> Optional[list]:
+        """The callbacks of the Trainer `trainer.fit(...)` is called on, or `Trainer(...).fit(...)`."""
+        receiver = call.func.value  # type: ignore[attr-defined]
+        if type(receiver) is ast.Name:
+            return self.trainers.get(receiver.id)
+        if type(receiver) is ast.Call and self.summarizer.callee_name(receiver) in LIGHTNING_TRAINERS:
+            return self.of_trainer(receiver)
+        return None
+
+    def of(self, value: ast.expr) -> Optional[list]:
+        """The callbacks a list, a name, a callback's construction or a helper's call stands for."""
+        if isinstance(value, (ast.List, ast.Tuple)):
+            found: list = []
+            for element in value.elts:
+                more = self.of(element.value if type(element) is ast.Starred else element)
+                if more is None:
+                    return None
+                found += more
+            return found
+        if type(value) is ast.Name:
+            return self.lists.get(value.id)
+        if type(value) is not ast.Call:
+            return None
+        callee = self.summarizer.callee_name(value)
+        helper = self.summarizer.function_nodes.get(callee.removeprefix(self.summarizer.module + ".")) if callee.startswith(self.summarizer.module + ".") else None
+        if helper is not None:
+            return self.returned(helper) if self.depth < _MAX_FREEZE_DEPTH else None
+        if not callee or _function_like(callee):
+            return None  # a helper of another module: what it returns is not known here
+        return [[callee, _call_arguments(value, frozenset())]]
+
+    def returned(self, helper: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> Optional[list]:
+        """The callbacks a helper of the module returns (`return [FreezeBackbone(), ...]`)."""
+        inner = _TrainerCallbacks(self.summarizer, self.depth + 1)
+        for stmt in helper.body[:-1]:
+            for node in _in_source_order(stmt):
+                if type(node) is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
+                    inner.assign(node.targets[0].id, node.value)
+                elif type(node) is ast.Call and type(node.func) is ast.Attribute:
+                    inner.grow(node)
+                elif type(node) is ast.AugAssign and type(node.target) is ast.Name:
+                    inner.forget(node.target.id)
+        last = helper.body[-1] if helper.body else None
+        return inner.of(last.value) if isinstance(last, ast.Return) and last.value is not None else None
+
+
 def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     """Module-level statements, looking into `if`/`try` blocks (guarded imports)."""
     for stmt in body:
@@ -952,12 +1129,14 @@ def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
 INPUT_EMBEDDINGS_CALL = "get_input_embeddings()"
 # Words without which a statement cannot freeze parameters or add an input-grad hook.
 _FREEZE_TEXT = re.compile(r"requires_grad|input_require_grads|register_forward_hook|set_input_embeddings")
+_FINETUNING_TEXT = re.compile("|".join(lightning.FINETUNING_METHODS))
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
 
 
-def _freeze_facts(scope: ast.AST, base: str, path: str) -> Freeze:
-    """Freezing applied to `base` (`self` or a variable) anywhere in `scope`, in source order."""
-    facts = _FreezeFacts(base, path)
+def _freeze_facts(scope: ast.AST, base: str, path: str, finetuning: frozenset[str] = frozenset()) -> Freeze:
+    """Freezing applied to `base` (`self` or a variable) anywhere in `scope`, in source order.
+    `finetuning`: the receivers (`self`, `BaseFinetuning`) whose `freeze(...)` is Lightning's."""
+    facts = _FreezeFacts(base, path, finetuning)
     for node in _in_source_order(scope):
         facts.visit(node)
     return facts.freeze
@@ -968,8 +1147,9 @@ _PRETRAINED_MODELS = frozenset({"transformers.PreTrainedModel", "transformers.mo
 
 
 class _FreezeFacts:
-    def __init__(self, base: str, path: str) -> None:
+    def __init__(self, base: str, path: str, finetuning: frozenset[str] = frozenset()) -> None:
         self.base = base
+        self.finetuning = finetuning
         self.freeze = Freeze(path=path)
         self.path = path
         # Loop variable -> (the module whose parameters it walks, the name variable of `named_parameters()`).
@@ -1045,6 +1225,25 @@ class _FreezeFacts:
                 self.then(Freeze(input_grad_hook=True))
             elif method in ("disable_input_require_grads", "set_input_embeddings") and self.target(node.func.value)[0]:
                 self.then(Freeze(hook_undone=True))
+            elif method in lightning.FINETUNING_METHODS and dotted(node.func.value) in self.finetuning:
+                self.finetuning_call(node, *lightning.FINETUNING_METHODS[method])
+
+    def finetuning_call(self, call: ast.Call, freezes: bool, train_bn: str, position: int) -> None:
+        """`BaseFinetuning.freeze(modules, train_bn=True)`, `make_trainable(modules)`,
+        `unfreeze_and_add_param_group(modules, optimizer)`: every parameter of `modules` (a module
+        or a list of them) frozen or trainable, but for BatchNorm layers `freeze` keeps trainable."""
+        modules = lightning.modules_argument(call)
+        targets = modules.elts if isinstance(modules, (ast.List, ast.Tuple)) else [modules] if modules is not None else []
+        flag = next((k.value for k in call.keywords if k.arg == train_bn), call.args[position] if train_bn and len(call.args) > position else None)
+        keeps_norms = freezes and bool(train_bn) and (flag is None or literal(flag) != (True, False))
+        for target in targets:
+            whole, attr, path = self.target(target)
+            if keeps_norms and (whole or path != attr):
+                self.record(target, None, call.lineno)  # some BatchNorm somewhere inside may stay trainable
+                continue
+            self.record(target, freezes, call.lineno)
+            if keeps_norms and attr:
+                self.then(Freeze(norms_trainable=(attr,)))
 
     def condition_body(self, body: list[ast.stmt], condition: Optional[list], name: Optional[str]) -> None:
         """Note the name predicate each statement of a loop over parameters runs under."""
@@ -1255,6 +1454,9 @@ class _Reads:
                     func = node.func
                     if type(func) is ast.Attribute and func.attr in FILLING_METHODS and type(func.value) is ast.Name:
                         summarizer.filled.add(func.value.id)
+                    if type(func) is ast.Attribute and func.attr == "fit":
+                        # `trainer.fit(LitModel(), ...)`: the whole model a trainer trains, not a submodule
+                        candidates = [c for c in candidates if c is not _fitted_model(node)]
                     if _is_type_check(node):
                         type_checked.add(id(node.args[1]))
                         candidates = [node.args[0]]
@@ -1502,7 +1704,7 @@ def _returns_first_param(function: Union[ast.FunctionDef, ast.AsyncFunctionDef])
 
 # What training code calls: `loss.backward()`, `trainer.fit(model)`; optimizers and trainers it builds.
 _TRAINING_METHODS = frozenset({"backward", "fit"})
-_TRAINERS = HF_TRAINERS | frozenset({"lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer"})
+_TRAINERS = HF_TRAINERS | LIGHTNING_TRAINERS
 
 
 def _trains(summarizer: "_Summarizer", call: ast.Call) -> bool:
@@ -1860,6 +2062,8 @@ class ProjectIndex:
             by_name=tuple(step for f in freezes for step in f.by_name),
             paths=tuple(dict.fromkeys(p for f in freezes for p in f.paths)),
             unfrozen_paths=tuple(dict.fromkeys(p for f in freezes for p in f.unfrozen_paths)),
+            norms_trainable=tuple(dict.fromkeys(a for f in freezes for a in f.norms_trainable)),
+            note=first.note,
         ), frozenset(path for _, paths in found for path in paths)
 
     def _freezes_through_holders(self, canonical: str) -> list[tuple[Freeze, frozenset[str]]]:
@@ -2033,7 +2237,7 @@ class ProjectIndex:
     def _call_effect(self, step: FreezeStep, owner: Optional[str], depth: int) -> tuple[Freeze, frozenset[str]]:
         """What a call handed an object of class `owner` does to it (memoised; bounded; nothing for a
         call that recurses into itself or a callee outside the project)."""
-        key = (step.callee, step.slot, step.member, owner)
+        key = (step.callee, step.slot, step.member, owner, step.callbacks)
         found = self._call_effects.get(key)
         if found is None:
             self._call_effects[key] = _NO_FREEZE
@@ -2057,6 +2261,8 @@ class ProjectIndex:
 
     def _effect(self, step: FreezeStep, owner: Optional[str], depth: int) -> tuple[Freeze, frozenset[str]]:
         """What the call does to the object it is handed or called on, of class `owner`."""
+        if step.callbacks:
+            return self._fit_effect(json.loads(step.callbacks), owner, depth) if owner else _NO_FREEZE
         if step.callee.startswith("."):
             return self._method_effect(owner, step.callee[1:], depth) if owner else _NO_FREEZE
         module, rest = self.split(self.canonical(step.callee))
@@ -2064,6 +2270,68 @@ class ProjectIndex:
         names = list(params or ())
         name = step.slot if step.slot in names else names[int(step.slot)] if step.slot.isdigit() and int(step.slot) < len(names) else None
         return self._fold(params[name], owner, depth) if params and name else _NO_FREEZE
+
+    def _fit_effect(self, callbacks: list, owner: str, depth: int) -> tuple[Freeze, frozenset[str]]:
+        """What a Lightning Trainer holding `callbacks` does to the module of class `owner` it fits,
+        by the time the first training step runs: each hook in Lightning's order, the callbacks'
+        first (`lightning_callbacks.PRE_TRAINING_HOOKS`). A callback's freezing names it in `note`,
+        with the epoch its `finetune_function` unfreezes at, when it does so only later."""
+        parts: list[tuple[int, Freeze, frozenset[str]]] = []  # (callback index or -1 for the module, effect, cited)
+        later: dict[int, list[Optional[int]]] = {}  # callback index -> epochs it unfreezes at after the first
+        for who, hook in lightning.PRE_TRAINING_HOOKS:
+            if who == "module":
+                parts.append((-1, *self._method_effect(owner, hook, depth)))
+                continue
+            for index, callback in enumerate(callbacks):
+                part, cited, epochs = self._callback_hook(callback, hook, owner, depth)
+                parts.append((index, part, cited))
+                later.setdefault(index, []).extend(epochs)
+        freeze, paths = Freeze(), set()
+        for index, part, cited in parts:
+            if index >= 0 and part.line:
+                epochs = later.get(index, [])
+                until = f", unfrozen only from epoch {epochs[0]} on" if epochs and epochs[0] is not None else ", unfrozen only at a later epoch" if epochs else ""
+                part = replace(part, note=f"by the callback `{callbacks[index][0].rsplit('.', 1)[-1]}` while training starts{until}")
+            freeze = freeze.then(part)
+            paths |= cited
+        return freeze, frozenset(paths)
+
+    def _callback_hook(self, callback: list, hook: str, owner: str, depth: int) -> tuple[Freeze, frozenset[str], list[Optional[int]]]:
+        """What the `hook` of a callback (a project class, [constructor, arguments]) does to the
+        module it is handed (its own method, or the BaseFinetuning method the library's hook calls),
+        and the epochs (None: not known) at which it unfreezes later. Steps under an epoch guard
+        count as of epoch 0: skipped when the guard fails then, unknown when its operand is."""
+        ctor, arguments = callback
+        cls = self.canonical(ctor)
+        method = ""
+        for name in self.ancestors(cls):
+            if name in lightning.BASE_FINETUNING and hook in lightning.FINETUNING_HOOKS:
+                return self._callback_hook(callback, lightning.FINETUNING_HOOKS[hook], owner, depth)
+            summary = self.class_(name)
+            if summary is not None and hook in summary.methods:
+                method = f"{summary.qualname}.{hook}"
+                break
+        module, rest = self.split(method) if method else (None, "")
+        params = module.param_freezes.get(rest) if module is not None else None
+        position = lightning.FINETUNING_MODULE_POSITION if hook in lightning.FINETUNING_HOOKS.values() else lightning.CALLBACK_MODULE_POSITION
+        names = list(params or ())
+        if len(names) <= position:
+            return Freeze(), frozenset(), []
+        fields = object_fields(self, cls, arguments) if any(step.guard for step in params[names[position]]) else {}
+        freeze, paths, later = Freeze(), set(), []
+        for step in params[names[position]]:
+            operand = lightning.guard_operand(step.guard) if step.guard else ["?"]
+            value = operand[1] if operand[0] == "const" else getattr(fields.get(operand[1]), "value", None) if operand[0] == "self" else None
+            value = value if type(value) is int else None
+            holds = True if step.guard is None else lightning.holds_at_first_epoch(step.guard, value)
+            part, cited = self._fold([replace(step, guard=None)], owner, depth)
+            if holds is False:
+                if part.unfrozen or part.unfrozen_paths or part.thawed:
+                    later.append(lightning.first_epoch_holding(step.guard, value) if value is not None else None)
+                continue
+            freeze = freeze.then(part if holds else _uncertain(part))
+            paths |= cited
+        return freeze, frozenset(paths), later
 
     def _method_effect(self, class_qualname: str, method: str, depth: int, own: bool = False) -> tuple[Freeze, frozenset[str]]:
         """What calling `method` on an instance of the class does to it (`own`: only if the class itself defines it)."""

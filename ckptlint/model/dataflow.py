@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 
 from ckptlint.index import AttrBinding, ClassSummary, ProjectIndex
 from ckptlint.model.construction import object_fields
-from ckptlint.model.torch_knowledge import ACTIVATION_NAMES, MODEL_OUTPUT_ACTIVATIONS, PARAMETER_FREE_MODULES, PARAMETER_MODULES, PARAMETER_NAMES
+from ckptlint.model.torch_knowledge import ACTIVATION_NAMES, BATCH_NORMS, MODEL_OUTPUT_ACTIVATIONS, PARAMETER_FREE_MODULES, PARAMETER_MODULES, PARAMETER_NAMES
 from ckptlint.model.values import (
     SYMBOLIC,
     UNKNOWN,
@@ -151,10 +151,13 @@ class Dataflow:
         builtin = bool(module.classes) and all(c in PARAMETER_MODULES or c in PARAMETER_FREE_MODULES for c in module.classes)
         names = {PARAMETER_NAMES.get(c) for c in module.classes} if builtin else set()
         state, by_name = freeze.state_of(attr, names.pop() if len(names) == 1 else None)
-        module, _ = self.index.split(owner)
-        at = f" at {freeze.where(module.path if module is not None else '')}" if freeze.line else ""
+        module_summary, _ = self.index.split(owner)
+        at = f" at {freeze.where(module_summary.path if module_summary is not None else '')}" if freeze.line else ""
+        at += f" {freeze.note}" if at and freeze.note else ""
         if not state:
             return "" if state is False else None
+        if attr in freeze.norms_trainable and not (builtin and not any(c in BATCH_NORMS for c in module.classes)):
+            return None  # Lightning's `freeze` kept the BatchNorm layers it may hold trainable
         if by_name:
             return f"its parameters' names select it for freezing{at}"
         if attr in freeze.attrs:

@@ -24,6 +24,9 @@ PARAMETER_FREE_MODULES = _names(
     "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "ChannelShuffle",
 )  # fmt: skip
 
+# torch's `_BatchNorm` subclasses (Lightning's `BaseFinetuning.freeze` keeps them trainable).
+BATCH_NORMS = _names(_NN, "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d")
+
 # Modules that own trainable parameters by default.
 PARAMETER_MODULES = _names(
     _NN,
