@@ -1864,6 +1864,17 @@ def summarize(source: str, path: str, module: str, is_package: bool) -> ModuleSu
     return _Summarizer(module, is_package).summarize(tree, path, source)
 
 
+def fitted_callbacks(summary: ModuleSummary, class_qualname: str) -> list:
+    """The callbacks ([constructor, arguments]) a Lightning Trainer of the module is built with
+    where it fits an instance of the class (the first such fit); [] when none is visible."""
+    for key, steps in summary.instance_freezes.items():
+        if key.rsplit("|", 1)[-1] == class_qualname:
+            found = next((step.callbacks for step in steps if step.callbacks), "")
+            if found:
+                return json.loads(found)
+    return []
+
+
 _MAX_ALIAS_HOPS = 32
 # How many calls deep freezing is followed (a helper calling a method calling a helper ...).
 _MAX_FREEZE_DEPTH = 6

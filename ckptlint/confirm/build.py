@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 from torch import nn
 
-from ckptlint.confirm import ab, constructors, functions, hf, inputs, registry, script, usage
+from ckptlint.confirm import ab, constructors, functions, hf, inputs, lightning_fit, registry, script, usage
 from ckptlint.confirm.failures import EXAMPLE_HINT, CannotRun, skeleton, stop_on_user_failure
 from ckptlint.findings import CRASHED, NEEDS_EXAMPLE
 from ckptlint.names import module_name_for
@@ -242,10 +242,15 @@ def _class_plan(
     if switched_on and not _switch_on(construct(), switched_on):
         raise CannotRun(f"no module of {how} has {_flag_names(switched_on)} to switch on")
     fallible = bool(switches) and _switch_on(construct(), switches)
+    callbacks = lightning_fit.FittedCallbacks(module, usage.get("callbacks") or ())
+    if callbacks:
+        callbacks.apply(construct())  # once, to say in the evidence which hooks fail here
+        how += callbacks.shown()
 
     def make() -> tuple[Any, Callable[[], Any]]:
         model = construct()
         _switch_on(model, switched_on)
+        callbacks.apply(model)
         model.train()
         args, kwargs = found.make()
         return model, _calling(model, method, args, kwargs)

@@ -20,6 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
+from ckptlint.names import module_name_for
+
 # Folders that are not the project's own code.
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".venv", "venv", "env", "node_modules", "build", "dist", "site-packages", "__pycache__", ".tox", ".nox", ".mypy_cache", ".ckptlint_cache"})
 MAX_FILES = 2000
@@ -40,10 +42,14 @@ class Usage:
     # What the target's own file does to an instance right after building it (freezing, switching
     # checkpointing on): {"variable": name, "statements": [{"line": n, "code": text}]}.
     setup: dict[str, Any] = field(default_factory=dict)
+    # The callbacks of the Lightning Trainer that fits an instance in the target's own file, as the
+    # index links them (`index.fitted_callbacks`): [[constructor, arguments], ...].
+    callbacks: list[list[Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "setup": self.setup,
+            "callbacks": self.callbacks,
             "constructor_calls": self.constructor_calls,
             "call_keywords": self.call_keywords,
             "keyword_names": self.keyword_names,
@@ -123,6 +129,9 @@ def usage_of(name: str, path: str, files: Sequence[str], tree: Optional[ast.Modu
             _scan_scope(scope, name, set(constructs), usage, dict(globals_))
         if os.path.abspath(file) == own and not usage.setup:
             usage.setup = _setup(module, name)
+        if os.path.abspath(file) == own:
+            source = text_of(file) if tree is None else ast.unparse(module)
+            usage.callbacks = _fitted_callbacks(source, own, name) if "callbacks" in source else []
     if tree is None:
         tree = _parse(own, _mtime(own))
     if tree is not None:
@@ -130,6 +139,18 @@ def usage_of(name: str, path: str, files: Sequence[str], tree: Optional[ast.Modu
         if not usage.main:
             usage.main, usage.main_path = main_elsewhere(name, own, tree, files)
     return usage
+
+
+def _fitted_callbacks(source: str, path: str, name: str) -> list[list[Any]]:
+    """The callbacks the file's Lightning Trainer fits an instance of the class `name` with."""
+    from ckptlint.index import fitted_callbacks, summarize
+
+    module, is_package = module_name_for(Path(path))
+    try:
+        summary = summarize(source, path, module, is_package)
+    except (SyntaxError, ValueError):
+        return []
+    return fitted_callbacks(summary, f"{module}.{name}")
 
 
 def _scopes(module: ast.Module) -> Iterator[list[ast.stmt]]:

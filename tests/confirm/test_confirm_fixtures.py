@@ -118,6 +118,9 @@ EVIDENCE = {
     ("lightning_steps.py", 50, "CKPT001"): [r"block\.0\.weight: grad None with checkpointing", r"example lightning_tokens\(\)"],
     ("lightning_steps.py", 33, "CKPT008"): [r"checkpoint at lightning_steps\.py:33 ran with grad disabled", r"example lightning_pairs\(\)"],
     ("lightning_steps.py", 107, "CKPT005"): [r"block\.0\.weight: grad None with checkpointing", r"example lightning_frozen_stem\(\)"],
+    **{("lightning_finetuning.py", line, "CKPT005"): [
+        r"block\.0\.weight: grad None with checkpointing", rf"ran {cls}\(\) \(as the project builds it\), then the pre-training hooks .* of the callbacks its Trainer fits it with: `{callback}`",
+    ] for line, cls, callback in ((31, "LitFeatures", "FeatureExtractorFreezeUnfreeze"), (72, "LitBackbone", "FreezeBackbone"), (105, "LitEncoder", "FreezeEncoder"))},
 }
 OMITTED = r"ran with use_reentrant omitted: effective use_reentrant=True \(reentrant\)"
 OMITTED_WARNING = r"torch warned: torch\.utils\.checkpoint(\.checkpoint_sequential)?: the use_reentrant parameter should be passed explicitly"
@@ -206,6 +209,7 @@ LOOK_ALIKES = [
     ("reentrant_wrapped_blocks.py", "PackedMaskedStack", "hidden = block(hidden, mask=mask)", "CKPT003"),
     ("lightning_steps.py", "LitNonReentrant", "checkpoint(", "CKPT001"),
     ("lightning_steps.py", "LitThawedStem", "checkpoint(", "CKPT005"),
+    *(("lightning_finetuning.py", name, "checkpoint(", "CKPT005") for name in ("LitFeaturesAtOnce", "LitBackboneThawed", "LitBackboneNonReentrant", "LitNormed")),
     ("rng_replay.py", "Tagger", "checkpoint(", "CKPT002"),
     ("rng_replay.py", "FunctionalTagger", "checkpoint(", "CKPT002"),
     ("rng_replay.py", "FastDeterministicTagger", "checkpoint(", "CKPT002"),
