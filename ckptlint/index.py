@@ -1035,12 +1035,13 @@ class _TrainerCallbacks:
     """The callbacks the Lightning Trainers of a body are built with, as the body runs: Trainers and
     callback lists bound to names (`callbacks = [...]`, `.append(...)`), and lists a helper function
     of the module returns. A callback is [constructor, its arguments]; None stands for what cannot be
-    told (a list handed in, a helper of another module, `+=`)."""
+    told (a list handed in, a helper of another module, `+=`). A list is kept as the expressions it
+    is made of and read only when a Trainer takes it: most bodies build no Trainer."""
 
     def __init__(self, summarizer: "_Summarizer", depth: int = 0) -> None:
         self.summarizer = summarizer
         self.depth = depth
-        self.lists: dict[str, Optional[list]] = {}
+        self.lists: dict[str, Optional[list[ast.expr]]] = {}
         self.trainers: dict[str, Optional[list]] = {}
 
     def forget(self, name: str) -> None:
@@ -1053,14 +1054,16 @@ class _TrainerCallbacks:
         if type(value) is ast.Call and self.summarizer.callee_name(value) in LIGHTNING_TRAINERS:
             self.trainers[name] = self.of_trainer(value)
         elif isinstance(value, (ast.List, ast.Tuple, ast.Call)):
-            self.lists[name] = self.of(value)
+            self.lists[name] = [value]
 
     def grow(self, call: ast.Call) -> None:
         """`callbacks.append(cb)` / `callbacks.extend([...])` on a tracked list."""
         receiver, method = call.func.value, call.func.attr  # type: ignore[attr-defined]
         if method in ("append", "extend") and type(receiver) is ast.Name and self.lists.get(receiver.id) is not None:
-            more = (self.of(call.args[0]) if method == "extend" else self.of(ast.List([call.args[0]]))) if len(call.args) == 1 else None
-            self.lists[receiver.id] = None if more is None else [*self.lists[receiver.id], *more]
+            if len(call.args) == 1:
+                self.lists[receiver.id].append(call.args[0] if method == "extend" else ast.List([call.args[0]]))  # type: ignore[union-attr]
+            else:
+                self.lists[receiver.id] = None
 
     def of_trainer(self, call: ast.Call) -> Optional[list]:
         value = next((k.value for k in call.keywords if k.arg == "callbacks"), None)
@@ -1075,22 +1078,24 @@ class _TrainerCallbacks:
             return self.of_trainer(receiver)
         return None
 
-    def of(self, value: ast.expr) -> Optional[list]:
+    def of(self, value: ast.expr, depth: int = 0) -> Optional[list]:
         """The callbacks a list, a name, a callback's construction or a helper's call stands for."""
-        if isinstance(value, (ast.List, ast.Tuple)):
+        if depth > _MAX_FREEZE_DEPTH:
+            return None
+        if isinstance(value, (ast.List, ast.Tuple)) or type(value) is ast.Name:
+            parts = value.elts if isinstance(value, (ast.List, ast.Tuple)) else self.lists.get(value.id)  # type: ignore[attr-defined]
             found: list = []
-            for element in value.elts:
-                more = self.of(element.value if type(element) is ast.Starred else element)
+            for part in parts if parts is not None else [None]:
+                more = self.of(part.value if type(part) is ast.Starred else part, depth + 1) if part is not None else None
                 if more is None:
                     return None
                 found += more
             return found
-        if type(value) is ast.Name:
-            return self.lists.get(value.id)
         if type(value) is not ast.Call:
             return None
         callee = self.summarizer.callee_name(value)
-        helper = self.summarizer.function_nodes.get(callee.removeprefix(self.summarizer.module + ".")) if callee.startswith(self.summarizer.module + ".") else None
+        prefix = self.summarizer.module + "."
+        helper = self.summarizer.function_nodes.get(callee[len(prefix) :]) if callee.startswith(prefix) else None
         if helper is not None:
             return self.returned(helper) if self.depth < _MAX_FREEZE_DEPTH else None
         if not callee or _function_like(callee):
