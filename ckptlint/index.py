@@ -1884,9 +1884,6 @@ _MAX_ALIAS_HOPS = 32
 # How many calls deep freezing is followed (a helper calling a method calling a helper ...).
 _MAX_FREEZE_DEPTH = 6
 _NO_FREEZE: tuple[Freeze, frozenset[str]] = (Freeze(), frozenset())
-# The hooks Lightning's fit runs on the module before its first `training_step`, in that order
-# (lightning 2.6 `_FitLoop`/`_run_stage`): what they freeze is frozen when it trains.
-LIGHTNING_SETUP_HOOKS = ("setup", "configure_model", "configure_optimizers", "on_fit_start", "on_train_start", "on_train_epoch_start", "on_train_batch_start")
 # Statements that may call one function: beyond this, its callers are taken as unknown.
 _MAX_CALLER_BLOCKS = 16
 
@@ -2050,7 +2047,7 @@ class ProjectIndex:
         canonical = self.canonical(class_qualname)
         init = self._method_effect(canonical, "__init__", 0)  # an inherited `__init__` runs too
         if self.is_subclass(canonical, LIGHTNING_MODULES):
-            for hook in LIGHTNING_SETUP_HOOKS:
+            for hook in lightning.MODULE_HOOKS:
                 effect = self._method_effect(canonical, hook, 0)
                 init = (init[0].then(effect[0]), init[1] | effect[1]) if effect[0] else init
         if self._instance_steps is None:

@@ -25,15 +25,14 @@ BASE_FINETUNING = frozenset(
     for module in ("", ".finetuning")
 )
 
+# The hooks Lightning's fit runs on the module before its first `training_step`, in that order
+# (lightning 2.6 `_run_stage` / `_FitLoop`): what they freeze is frozen when it trains.
+MODULE_HOOKS = ("setup", "configure_model", "configure_optimizers", "on_fit_start", "on_train_start", "on_train_epoch_start", "on_train_batch_start")
+# The callbacks' hooks among them: each runs for every callback just before the module's own.
+CALLBACK_HOOKS = ("setup", "on_fit_start", "on_train_start", "on_train_epoch_start", "on_train_batch_start")
 # Before the first training step, in order: ("callback" | "module", hook). A callback's hooks take
 # `(trainer, pl_module, ...)`: the module is their second parameter after `self`.
-PRE_TRAINING_HOOKS = (
-    ("callback", "setup"),
-    ("module", "setup"),
-    ("module", "configure_model"),
-    ("module", "configure_optimizers"),
-    *((who, hook) for hook in ("on_fit_start", "on_train_start", "on_train_epoch_start", "on_train_batch_start") for who in ("callback", "module")),
-)
+PRE_TRAINING_HOOKS = tuple((who, hook) for hook in MODULE_HOOKS for who in ("callback", "module") if who == "module" or hook in CALLBACK_HOOKS)
 CALLBACK_MODULE_POSITION = 2
 
 # What BaseFinetuning's own hooks run, when a subclass leaves them alone: the method they call, with
