@@ -1303,6 +1303,37 @@ def test_keywords_a_wrapper_hands_on_through_its_kwargs_reach_a_reentrant_checkp
     assert findings(body) == {(24, "CKPT003"), (28, "CKPT003")}
 
 
+def test_keywords_a_module_forward_receives_in_its_kwargs_reach_the_checkpoint_it_spreads_them_into():
+    body = """
+        import torch.nn as nn
+        from torch.utils.checkpoint import checkpoint
+        class Cross(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.q = nn.Linear(4, 4)
+            def forward(self, x, context=None, scale=1.0):
+                return self.q(x) * scale
+        class Stack(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList([Cross() for _ in range(2)])
+            def forward(self, x, **kwargs):
+                for block in self.blocks:
+                    x = checkpoint(block, x, use_reentrant=True, **kwargs)
+                return x
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.text = nn.Linear(4, 4)
+                self.stem = nn.Linear(4, 4)
+                self.stack = Stack()
+                self.plain = Stack()
+            def forward(self, x, tokens):
+                return self.stack(self.stem(x), context=self.text(tokens)) + self.plain(self.stem(x))
+        """
+    assert findings(body) == {(16, "CKPT003")}
+
+
 def test_a_model_a_helper_returns_with_caching_on_is_cached_under_checkpointing():
     body = """
         from transformers import AutoModelForCausalLM, Trainer, TrainingArguments

@@ -192,6 +192,8 @@ class Resolver:
             changes["preserve_rng_node"] = spread.entry_nodes.get("preserve_rng_state", site.call)
         elif spread.complete and site.preserve_rng_state is None:
             changes["preserve_rng_state"] = True
+        if site.forwarded:
+            return changes  # the keywords each call of the wrapper hands on are that call's site's
         reaching = [(name, value) for name, value in entries.items() if name not in CONTROL_KEYWORDS and isinstance(spread.entry_nodes.get(name), cst.Arg)]
         changes["keywords"] = site.keywords + tuple(spread.entry_nodes[name] for name, _ in reaching)
         changes["keyword_values"] = site.keyword_values + tuple(value for _, value in reaching)
@@ -470,7 +472,7 @@ def bind(facts: FunctionFacts, call: CallRecord, name: str) -> Value:
         return UNKNOWN if call.star else Items(call.positional[len(positional) :])
     if name == facts.star_star:
         extra = {k: v for k, v in call.keywords.items() if k not in facts.params}
-        return DictLit(extra, not call.spread, call.node)
+        return DictLit(extra, not call.spread, call.node, {k: call.keyword_nodes[k] for k in extra if k in call.keyword_nodes})
     if call.spread:
         return UNKNOWN
     return facts.defaults.get(name, UNKNOWN)
@@ -555,14 +557,16 @@ class _Binding:
 
 def _agree(a: Value, b: Value) -> Optional[Value]:
     """The value two callers both pass, or None when they disagree. Two dicts agree on the keys both
-    pass alike; a key one of them lacks or that they pass differently may be anything."""
+    pass alike; a key one of them lacks or that they pass differently may be anything, but it is
+    still passed on some path (where it is spelled stays known: a keyword reaching a reentrant
+    checkpoint raises on that path)."""
     if a == b:
         return same_object(b, a)
     if isinstance(a, DictLit) and isinstance(b, DictLit):
         both = {k: _agree(a.entries[k], b.entries[k]) for k in a.entries if k in b.entries}
         same = {k: v for k, v in both.items() if v is not None}
         entries = {k: same.get(k, UNKNOWN) for k in dict.fromkeys([*a.entries, *b.entries])}
-        return DictLit(entries, a.complete and b.complete, a.node, {k: n for k, n in a.entry_nodes.items() if k in same})
+        return DictLit(entries, a.complete and b.complete, a.node, {**b.entry_nodes, **a.entry_nodes})
     if isinstance(a, Tensor) and isinstance(b, Tensor) and a.grad is b.grad and a.grad is not Grad.UNKNOWN:
         return merge(a, b)
     if isinstance(a, Tensor) and isinstance(b, Tensor) and (grad_on_some_path(a) or grad_on_some_path(b)):
