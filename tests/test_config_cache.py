@@ -4,10 +4,14 @@ what undoes it or leaves it unknown."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
+from click.testing import CliRunner
 from conftest import lint_text
+
+from ckptlint.cli import main
 
 ENABLE = 'model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})'
 LOAD = "model = AutoModelForCausalLM.from_pretrained(name, config=config)"
@@ -59,3 +63,45 @@ def test_config_cache_points_at_the_config_handed_over():
 def test_config_cache_under_4x_semantics():
     """transformers 4.57.6 turns the cache off the same way (measured)."""
     assert findings(f"config = AutoConfig.from_pretrained(name, use_cache=True)\n{LOAD}\n{ENABLE}\n", "4.57") == {(2, "CKPT004")}
+
+
+CONFIGS = '''
+from transformers import LlamaConfig
+
+
+def cached_llama():
+    return LlamaConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, use_cache=True)
+
+
+def uncached_llama():
+    config = LlamaConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4)
+    config.use_cache = False
+    return config
+'''
+TRAIN = '''
+from transformers import LlamaForCausalLM
+
+from .configs import cached_llama, uncached_llama
+
+
+def train(ids):
+    model = LlamaForCausalLM(cached_llama())
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    model(input_ids=ids, labels=ids).loss.backward()
+
+
+def train_uncached(ids):
+    model = LlamaForCausalLM(uncached_llama())
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    model(input_ids=ids, labels=ids).loss.backward()
+'''
+
+
+@pytest.mark.parametrize("paths", [["."], ["pkg/train.py"]])
+def test_a_config_a_helper_in_another_module_builds_with_caching_on(project, paths):
+    project({"pyproject.toml": '[project]\nname = "pkg"\n', "pkg/__init__.py": "", "pkg/configs.py": CONFIGS, "pkg/train.py": TRAIN})
+    result = CliRunner().invoke(main, [*paths, "--format", "json", "--no-cache", "--transformers-version", "5.23"])
+    findings = json.loads(result.stdout)["findings"]
+    assert {(f["path"], f["line"], f["code"]) for f in findings} == {("pkg/train.py", 8, "CKPT004")}

@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from ckptlint.model.dataflow import tensor_attribute
-from ckptlint.model.hf_configs import built_config, is_transformers_model
+from ckptlint.model.hf_configs import built_config, built_elsewhere, is_transformers_model
 from ckptlint.model.model_states import DEEP_COPIES
 from ckptlint.model.scope import CallArguments
 from ckptlint.model.shapes import is_self, is_super, none_test
@@ -256,6 +256,10 @@ class Evaluation:
                 return Tensor(Grad.UNKNOWN, Spelling("`{}`", node), maybe_tuple=True)
             facts = self.functions.get(func.qualname)
             returned = facts.returns if facts is not None else None
+            made = self.index.builds(func.qualname) if facts is None else None
+            config = built_elsewhere(made, self.index.returns_cached_model(func.qualname)) if made else None
+            if config is not None:
+                return Instance(made, node, config)  # `LlamaForCausalLM(cached_llama())`, the helper in another file
             if isinstance(returned, Instance):
                 # `model = load("meta-llama/Llama-3.2-1B")`: the name the helper loads, maybe this call's argument.
                 checkpoint = returned.checkpoint or self.checkpoint_name(returned.ctor, returned.node, facts, node)

@@ -79,6 +79,18 @@ def built_config(evaluate: Callable[[cst.BaseExpression], Value], qualname: str,
     return HfConfig(None, tuple((k, v) for k, v in config.config.settings if k == CACHE), defaults=False)
 
 
+def built_elsewhere(ctor: str, caches: bool) -> Optional[HfConfig]:
+    """What the code shows of the transformers config a project function in another file builds and
+    returns: whether its `use_cache` is visibly True (the index's literal reading of that function),
+    nothing else. (A model such a function returns stays the function's object: what the project does
+    to it is keyed on the function.)"""
+    name, _ = _named_class(ctor)
+    if not (ctor.startswith("transformers.") and name.endswith("Config")):
+        return None
+    matched = _FAMILY_CLASS.match(name)
+    return HfConfig(matched.group("family") if matched else None, ((CACHE, Const(True)),) if caches else (), defaults=False)
+
+
 def config_argument(node: cst.Call, method: Optional[str]) -> Optional[cst.Arg]:
     """The argument handing a model its config: `config=` or, but for `from_pretrained`, the first positional."""
     keyword = next((a for a in node.args if a.keyword is not None and a.keyword.value == "config"), None)
