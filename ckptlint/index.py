@@ -2522,6 +2522,11 @@ class ProjectIndex:
             span = (block.start, block.end)
         return span is not None and any(span[0] <= line <= span[1] for line, _ in module.hf_enables)
 
+    def enables_checkpointing_on(self, function: str, slot: Union[int, str]) -> bool:
+        """Whether calling the project function switches transformers checkpointing on for the object
+        it is handed at `slot` (position or keyword), itself or through the functions it hands it to."""
+        return self._effect(FreezeStep(callee=function, slot=str(slot)), None, 0)[0].checkpointing
+
     def wrapper_parameter(self, function: str) -> Optional[str]:
         """The parameter whose callable `function` checkpoints (an inferred checkpoint wrapper)."""
         handed = self.forwards(function)

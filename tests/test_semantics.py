@@ -1362,6 +1362,32 @@ def test_a_model_a_helper_returns_with_caching_on_is_cached_under_checkpointing(
     assert findings(body, transformers="4.57") == {(12, "CKPT004"), (15, "CKPT004")}
     assert findings(body) == {(15, "CKPT004")}
 
+def test_a_helper_that_enables_checkpointing_on_the_model_it_is_handed_switches_it_on_there():
+    body = """
+        from transformers import AutoModelForCausalLM
+        def prepare(model, other=None):
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        def prepare_other(model, other):
+            other.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        def fine_tune(name, ids):
+            model = AutoModelForCausalLM.from_pretrained(name, use_cache=True)
+            prepare(model)
+            model.train()
+            model(input_ids=ids, labels=ids).loss.backward()
+        def fine_tune_by_keyword(name, ids):
+            model = AutoModelForCausalLM.from_pretrained(name, use_cache=True)
+            prepare(other=None, model=model)
+            model.train()
+            model(input_ids=ids, labels=ids).loss.backward()
+        def fine_tune_other(name, ids, spare):
+            model = AutoModelForCausalLM.from_pretrained(name, use_cache=True)
+            prepare_other(model, spare)
+            model.train()
+            model(input_ids=ids, labels=ids).loss.backward()
+        """
+    assert findings(body) == {(8, "CKPT004"), (13, "CKPT004")}
+
+
 WRAPPERS = """
 def run_ckpt(fn, *args, **kwargs):
     return checkpoint(functools.partial(fn, **kwargs), *args, use_reentrant=True)

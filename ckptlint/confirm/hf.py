@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import sys
 from typing import Any, Iterator, Optional
 
@@ -105,7 +106,13 @@ def offline_from_pretrained(built: list[str]) -> Iterator[None]:
     owners = [base, *(_subclasses(auto_base) if auto_base is not None else ())]
     originals = [(owner, owner.__dict__["from_pretrained"]) for owner in owners if "from_pretrained" in owner.__dict__]
 
+    saved = dict(originals)
+
     def from_pretrained(cls: type, name: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(name, (str, os.PathLike)) and os.path.isfile(os.path.join(name, "config.json")):
+            # A checkpoint on this machine (saved by the project or an example): nothing to download.
+            original = next(saved[owner] for owner in cls.__mro__ if owner in saved)
+            return original.__func__(cls, name, *args, **kwargs)
         given = kwargs.get("config")
         if isinstance(given, config_base):
             # A config object the code built (`config=config`): its settings are the ones it trains with.

@@ -119,9 +119,15 @@ class TrainingScriptFacts:
         function's summary when it hands on a parameter it was given."""
         scope = self.scope
         disabled = scope.grad_disabled() is not None
+        enabling = [t for t in targets if not call.bound and self.index.enables_hf_checkpointing(t)]
         for key, arg in arguments:
             if not isinstance(arg, cst.Arg):
                 continue
+            if enabling and any(self.index.enables_checkpointing_on(t, key) for t in enabling):
+                # `prepare(model)` switching transformers checkpointing on for the model it is handed.
+                enabled = model_key(self, arg.value)
+                if enabled is not None:
+                    scope.checkpointed_models.setdefault(enabled, call.node)
             if not disabled and not (isinstance(arg.value, cst.Name) and arg.value.value in scope.params):
                 continue  # with grad on, only a parameter handed on is a fact (note_parameter_run): skip the evaluation
             name = model_key(self, arg.value)

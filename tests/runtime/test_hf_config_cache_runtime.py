@@ -25,7 +25,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWa
 fx = load_fixture("hf_config_cache")
 INCOMPATIBLE = "`use_cache=True` is incompatible with gradient checkpointing. Setting `use_cache=False`."
 
-BAD = ["finetune_pretrained_config", "finetune_auto_config", "finetune_helper_config", "finetune_setattr_config", "finetune_updated_config"]
+BAD = ["finetune_pretrained_config", "finetune_auto_config", "finetune_helper_config", "finetune_setattr_config", "finetune_updated_config", "finetune_prepared_by_helper"]
 LOOK_ALIKES = ["finetune_cache_switched_off", "finetune_pretrained_switched_off"]
 
 
