@@ -589,6 +589,34 @@ CASES = {
         """,
         {(14, "CKPT005")},
     ),
+    "what is computed under no_grad requires no grad, whatever it is computed from": (
+        """
+        class Probe(nn.Module):
+            def __init__(self, backbone):
+                super().__init__()
+                self.backbone = backbone
+                self.adapter = nn.Linear(4, 4)
+                self.stem = nn.Linear(4, 4)
+            def forward(self, x):
+                with torch.no_grad():
+                    feats = self.backbone(x)
+                    scaled = self.stem(x) * 2
+                    kept = x
+                    made = torch.zeros(2, 4, requires_grad=True)
+                a = checkpoint(self.adapter, feats, use_reentrant=True)
+                b = checkpoint(self.adapter, scaled, use_reentrant=True)
+                c = checkpoint(self.adapter, kept, use_reentrant=True)
+                d = checkpoint(self.adapter, made, use_reentrant=True)
+                with torch.no_grad():
+                    with torch.enable_grad():
+                        regained = self.stem(x)
+                e = checkpoint(self.adapter, regained, use_reentrant=True)
+                return a + b + c + d + e
+        def train(x):
+            Probe(nn.Linear(4, 4))(x).sum().backward()
+        """,
+        {(14, "CKPT001"), (15, "CKPT001"), (16, "CKPT001")},
+    ),
     "a *args spread of a tuple the code shows is its elements, in place": (
         """
         class Block(nn.Module):

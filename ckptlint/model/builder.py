@@ -31,7 +31,7 @@ from ckptlint.model.apis import (
     SET_EARLY_STOP,
     SET_GRAD_ENABLED,
 )
-from ckptlint.model.dataflow import Dataflow, loader_batch
+from ckptlint.model.dataflow import Dataflow, computed_without_grad, loader_batch
 from ckptlint.model.evaluation import Evaluation
 from ckptlint.model.file_model import FileModel
 from ckptlint.model.held_models import HeldModels
@@ -602,6 +602,9 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
 
     def leave_Assign(self, node: cst.Assign) -> None:
         value = self.evaluate(node.value)
+        disabled = self.scope.grad_disabled()
+        if disabled is not None and not self.scope.grad_guards:
+            value = computed_without_grad(node.value, value, disabled.kind)
         for target in node.targets:
             self.bind_target(target.target, value, node)
             if isinstance(target.target, cst.Name) and self.scope.loop_assigned:
