@@ -1133,9 +1133,26 @@ def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
 # transformers' accessor of a model's input embeddings, as a frozen path.
 INPUT_EMBEDDINGS_CALL = "get_input_embeddings()"
 # Words without which a statement cannot freeze parameters or add an input-grad hook.
-_FREEZE_TEXT = re.compile(r"requires_grad|input_require_grads|register_forward_hook|set_input_embeddings")
+_FREEZE_TEXT = re.compile(r"requires_grad|input_require_grads|register_forward_hook|set_input_embeddings|Embedding(?:Bag)?\.from_pretrained")
 _FINETUNING_TEXT = re.compile("|".join(lightning.FINETUNING_METHODS))
+# `nn.Embedding.from_pretrained(weights)` / `nn.EmbeddingBag.from_pretrained(...)`: `freeze=True` by
+# default (torch 2.13), so the table is frozen unless `freeze` is passed and not literally True.
+_FROZEN_TABLES = ("Embedding", "EmbeddingBag")
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
+
+
+def _frozen_table(value: ast.AST) -> Optional[bool]:
+    """For `nn.Embedding.from_pretrained(weights, ...)`: whether the table it builds is frozen
+    (None: not such a call, or `freeze=` not a literal)."""
+    func = value.func if isinstance(value, ast.Call) else None
+    if not (isinstance(func, ast.Attribute) and func.attr == "from_pretrained"):
+        return None
+    owner = func.value
+    if (owner.attr if isinstance(owner, ast.Attribute) else owner.id if isinstance(owner, ast.Name) else None) not in _FROZEN_TABLES:
+        return None
+    freeze = next((k.value for k in value.keywords if k.arg == "freeze"), value.args[1] if len(value.args) > 1 else None)
+    known, flag = literal(freeze) if freeze is not None else (True, True)
+    return flag if known and isinstance(flag, bool) else None
 
 
 def _freeze_facts(scope: ast.AST, base: str, path: str, finetuning: frozenset[str] = frozenset()) -> Freeze:
@@ -1220,6 +1237,8 @@ class _FreezeFacts:
                     self.condition_body(node.body, None, name)
         elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Attribute) and node.targets[0].attr == "requires_grad":
             self.requires_grad(node.targets[0].value, node.value, node, node.lineno)
+        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Attribute) and _frozen_table(node.value) is not None:
+            self.record(node.targets[0], _frozen_table(node.value), node.lineno)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             method = node.func.attr
             if method == "requires_grad_":

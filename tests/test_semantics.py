@@ -617,6 +617,25 @@ CASES = {
         """,
         {(14, "CKPT001"), (15, "CKPT001"), (16, "CKPT001")},
     ),
+    "nn.Embedding.from_pretrained freezes the table unless told freeze=False": (
+        """
+        class Tagger(nn.Module):
+            def __init__(self, weights, tune=False):
+                super().__init__()
+                self.embed = nn.Embedding.from_pretrained(weights)
+                self.tuned = nn.Embedding.from_pretrained(weights, freeze=False)
+                self.maybe = nn.Embedding.from_pretrained(weights, freeze=not tune)
+                self.block = nn.Linear(4, 4)
+            def forward(self, ids):
+                a = checkpoint(self.block, self.embed(ids), use_reentrant=True)
+                b = checkpoint(self.block, self.tuned(ids), use_reentrant=True)
+                c = checkpoint(self.block, self.maybe(ids), use_reentrant=True)
+                return a + b + c
+        def train(ids):
+            Tagger(torch.randn(10, 4))(ids).sum().backward()
+        """,
+        {(10, "CKPT005")},
+    ),
     "a *args spread of a tuple the code shows is its elements, in place": (
         """
         class Block(nn.Module):

@@ -85,6 +85,7 @@ EVIDENCE = {
     ("method_returns.py", 118, "CKPT005"): [r"blocks\.0\.weight: grad None with checkpointing"],
     ("frozen_upstream.py", 56, "CKPT005"): [r"blocks\.0\.\S+: grad None with checkpointing"],
     ("frozen_upstream.py", 159, "CKPT005"): [r"blocks\.0\.norm\.weight: grad None with checkpointing", r"ran FrozenEmbeddingStepClassifier\(\)"],
+    ("frozen_upstream.py", 174, "CKPT005"): [r"blocks\.0\.norm\.weight: grad None with checkpointing", r"ran PretrainedEmbeddingClassifier\(\)"],
     ("frozen_upstream.py", 90, "CKPT005"): [r"element 0 of tensors does not require grad .* with checkpointing; no exception without", r"built by build_lora_classifier\(\)"],
     **{("freezes_anywhere.py", line, "CKPT005"): [r"blocks\.0\.lora_A: grad None with checkpointing"] for line in (75, 143, 176, 192, 231, 254, 302)},
     **{("hf_frozen_parts.py", line, "CKPT005"): [r"vit\.layers\.0\.\S+: grad None with checkpointing"] for line in (24, 32, 59)},

@@ -57,6 +57,17 @@ def test_frozen_embedding_leaves_checkpointed_blocks_without_gradients(capture_w
     assert warning_texts(capture_warnings).count(NO_INPUT_GRAD_WARNING) == 4  # 2 blocks x 2 steps
 
 
+def test_pretrained_word_vectors_are_frozen_by_default_and_starve_the_blocks(capture_warnings):
+    model, model_ref, loader = run_both(fx.PretrainedEmbeddingClassifier)
+    assert not model.embed.weight.requires_grad  # nn.Embedding.from_pretrained(..., freeze=True) by default
+    fx.finetune(model, loader)
+    got, ref = grads(model), grads(model_ref)
+    assert none_only_in(got, ref) == sorted(name for name in ref if name.startswith("blocks.") and ref[name] is not None)
+    tuned, tuned_ref, loader = run_both(fx.TunedPretrainedEmbeddingClassifier)
+    fx.finetune(tuned, loader)
+    assert_same_grads(grads(tuned), grads(tuned_ref))
+
+
 def test_a_block_handed_to_a_checkpointed_method_gets_no_gradients_either(capture_warnings):
     model, model_ref, loader = run_both(fx.FrozenEmbeddingStepClassifier)
     fx.finetune(model, loader)
