@@ -636,6 +636,32 @@ CASES = {
         """,
         {(10, "CKPT005")},
     ),
+    "tensors escaping through setattr, list extension and +=": (
+        """
+        class Router(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gate = nn.Linear(4, 4)
+                self.aux = []
+                self.steps = 0
+            def forward(self, x):
+                probs = self.gate(x).softmax(-1)
+                setattr(self, "balance", probs.var())
+                self.aux += [probs.sum()]
+                self.aux.extend([probs.mean(), probs.max()])
+                self.aux += [1.0]
+                setattr(self, "steps", self.steps + 1)
+                return x * probs
+        class MoE(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.router = Router()
+            def forward(self, x):
+                return checkpoint(self.router, self.stem(x), use_reentrant=True)
+        """,
+        {(10, "CKPT007"), (11, "CKPT007"), (12, "CKPT007")},
+    ),
     "a *args spread of a tuple the code shows is its elements, in place": (
         """
         class Block(nn.Module):

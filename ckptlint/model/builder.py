@@ -99,6 +99,15 @@ from ckptlint.versions import LibraryVersions
 
 # Parameters named like this are iterated as data loaders (`for x, y in loader:`).
 LOADER_NAME = re.compile(r"(^|_)(data)?loader$|dataloader", re.IGNORECASE)
+def holds_tensor(value: Value) -> bool:
+    """A tensor, or a list, tuple or dict literal holding one (`self.aux.extend([loss])`)."""
+    if isinstance(value, Items):
+        return any(holds_tensor(v) for v in value.values)
+    if isinstance(value, DictLit):
+        return any(holds_tensor(v) for v in value.entries.values())
+    return isinstance(value, Tensor)
+
+
 LIST_AND_DICT_UPDATES = frozenset({"append", "extend", "insert", "update", "setdefault"})
 _REMOVALS = frozenset({"pop", "popitem", "clear", "remove"})
 INPLACE_UPDATES = frozenset({"add_", "copy_", "mul_", "fill_", "zero_", "index_add_", "scatter_add_", "lerp_"})
@@ -491,6 +500,14 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
             for cls in stashed_on.classes:
                 self.runtime_attrs.setdefault(cls, {}).setdefault(attr, (statement, value))
 
+    def note_self_setattr(self, node: cst.Call, callee: Value) -> None:
+        """`setattr(self, "aux_loss", loss)` with a literal name is `self.aux_loss = loss`."""
+        if callee != Ref("builtins.setattr") or len(node.args) != 3 or any(a.keyword or a.star for a in node.args) or not is_self(node.args[0].value):
+            return
+        attr = self.evaluate(node.args[1].value)
+        if isinstance(attr, Const) and isinstance(attr.value, str) and attr.value.isidentifier():
+            self.store_attribute(cst.Attribute(value=node.args[0].value, attr=cst.Name(attr.value)), self.evaluate(node.args[2].value), node)
+
     def note_config_update(self, node: cst.Call, callee: Value) -> None:
         """`setattr(config, "use_cache", True)`, `config.update({"use_cache": True})` or
         `config.update(use_cache=True)` on a transformers config or a model's `.config`: each setting
@@ -538,7 +555,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         scope = self.scope
         if scope.facts is None or scope.eval_only:
             return
-        tensor = isinstance(stored, Tensor)
+        tensor = holds_tensor(stored)
         if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value == "self":
             scope.facts.mutations.append(ContainerMutation(node, f"self.{receiver.attr.value}", "self", False, method, tensor))
         elif isinstance(receiver, cst.Name):
@@ -639,6 +656,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         binding = self.index.attribute(owner, target.attr.value) if owner and is_self(target.value) else None
         if binding is not None and binding.is_buffer:
             self.mutate_container(target, node, "inplace", increment)
+        elif isinstance(increment, Items):
+            self.mutate_container(target, node, "extend", increment)  # `self.aux += [loss]`
         else:
             # `self.steps += 1` counts calls; `self.total += loss` accumulates a tensor into the module.
             self.store_attribute(target, increment if isinstance(increment, (Const, Tensor)) else UNKNOWN, node)
@@ -650,6 +669,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         callee = self.evaluate(node.func)
         self.collect_facts(node, callee)
         self.note_config_update(node, callee)
+        self.note_self_setattr(node, callee)
         self.note_model_call(node)
         self.note_hook_registration(node)
         targets, bound = self.call_targets(callee)

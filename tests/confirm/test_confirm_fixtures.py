@@ -100,6 +100,7 @@ EVIDENCE = {
     ("layers.py", 46, "CKPT007"): [r"attention\.0\.attn_maps: list of 4 with checkpointing after backward; list of 2 without"],
     ("moe_aux_loss.py", 41, "CKPT007"): [r"blocks\.0\.aux_loss: requires_grad False with checkpointing at the end of forward; True without"],
     ("moe_aux_loss.py", 56, "CKPT007"): [r"blocks\.0\.router_logits: list of 4 with checkpointing after backward; list of 2 without"],
+    ("moe_aux_loss.py", 267, "CKPT007"): [r"blocks\.0\.router_logits\[0\]: requires_grad False with checkpointing at the end of forward; True without"],
     ("moe_aux_loss.py", 71, "CKPT007"): [r"buffer blocks\.0\.tokens_per_expert: differs after the step"],
     ("feature_hooks.py", 40, "CKPT007"): [r"features: list of 8 with checkpointing after backward; list of 4 without"],
     ("feature_hooks.py", 61, "CKPT007"): [r"attention_maps: list of 8 with checkpointing after backward; list of 4 without"],

@@ -55,8 +55,9 @@ def test_seed_aux_loss_attribute_loses_its_gradient():
     assert_same_grads(got, no_aux)  # exactly the gradients of a run without the aux loss
 
 
-def test_router_logits_list_is_refilled_by_recompute_and_breaks_the_next_step():
-    model, model_ref = pair("ZLossLanguageModel")
+@pytest.mark.parametrize("model_class", ["ZLossLanguageModel", "ExtendingZLossLanguageModel"])
+def test_router_logits_list_is_refilled_by_recompute_and_breaks_the_next_step(model_class):
+    model, model_ref = pair(model_class)
     batches = [fx.make_batch(seed=s) for s in range(2)]
     with no_checkpointing(fx):
         fx.train(model_ref, batches)
