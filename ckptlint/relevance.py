@@ -17,7 +17,7 @@ from typing import Iterator, Optional
 
 from ckptlint.config import Settings
 from ckptlint.index import Block, Member, ModuleSummary, ProjectIndex
-from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINERS, HF_TRAINING_ARGUMENTS, KNOWN_APIS
+from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINERS, HF_TRAINING_ARGUMENTS, KNOWN_APIS, LIGHTNING_MODULES, LIGHTNING_NO_GRAD_STEPS
 
 # Text that can only appear where a checkpoint site is; a checkpoint API imported under another
 # name is found through the names a statement reads instead; a callee in parentheses,
@@ -242,10 +242,12 @@ def _unreached_members(summary: ModuleSummary, index: ProjectIndex, needed: set[
         if any(block.start <= line <= block.end for line in holder_lines):
             continue
         layers = _checkpointing_layer_attrs(summary, index, block.binds.split()) if block.members else set()
+        # Lightning runs these steps without grad: what they call (the module itself) may checkpoint there.
+        kept = ("forward", "__call__", *LIGHTNING_NO_GRAD_STEPS) if _is_lightning(summary, index, block) else ("forward", "__call__")
         unreached = [
             member
             for member in block.members
-            if member.name not in ("forward", "__call__")
+            if member.name not in kept
             and member.name not in read
             and not member.stashes
             and not (member.name != "__init__" and read.intersection(member.self_stores.split()))
@@ -255,6 +257,10 @@ def _unreached_members(summary: ModuleSummary, index: ProjectIndex, needed: set[
         if len(unreached) < len(block.members):  # a class body cannot be left empty
             unreached_all.extend(unreached)
     return unreached_all
+
+
+def _is_lightning(summary: ModuleSummary, index: ProjectIndex, block: Block) -> bool:
+    return bool(block.members) and index.is_subclass(f"{summary.name}.{block.binds}", LIGHTNING_MODULES)
 
 
 def _site_text(settings: Settings) -> re.Pattern[str]:

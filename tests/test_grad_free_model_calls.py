@@ -37,6 +37,44 @@ def test_lightning_steps_name_the_context_lightning_runs_them_in(step, context):
     assert f"Lightning `{step}` (runs under {context})" in finding.message
 
 
+LIGHTNING_FORWARD = '''
+import torch
+from lightning import LightningModule
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Lit(LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.block = nn.Linear(8, 8)
+        self.use_checkpoint = True
+
+    def forward(self, x):
+        if {gate}:
+            return checkpoint(self.block, x, use_reentrant=False)
+        return self.block(x)
+
+    def validation_step(self, batch, batch_idx):
+        return self(batch).sum()
+
+    def score(self, x):
+        with torch.no_grad():
+            return self.forward(x)
+'''
+
+
+@pytest.mark.parametrize(
+    "gate, expected",
+    [("self.use_checkpoint", {20, 24}), ("self.use_checkpoint and self.training", set()), ("self.use_checkpoint and torch.is_grad_enabled()", set())],
+)
+def test_a_module_calling_itself_without_grad_reaches_its_own_checkpoint(gate, expected):
+    """Lightning switches the module to eval() before its validation loop (lightning 2.6
+    `on_validation_model_eval`): only a checkpoint nothing gates on the mode still runs there."""
+    report = lint_text(LIGHTNING_FORWARD.format(gate=gate))
+    assert {f.line for f in report.findings if f.code == "CKPT008"} == expected
+
+
 STACK = '''
 import copy
 

@@ -314,6 +314,8 @@ def _calling(model: nn.Module, method: Optional[str], args: Sequence[Any], kwarg
     Lightning module's own setup hooks run first for `training_step`, as its fit loop runs them."""
     entry = getattr(model, method) if method else model
     if method in NO_GRAD_METHODS:
+        if _lightning_base(model) is not None:
+            model.eval()  # Lightning's evaluation loops call `.eval()` first (`on_validation_model_eval`)
         return lambda: _without_grad(entry, args, kwargs)
     if method == "training_step":
         _lightning_setup(model, args[0] if args else None)
@@ -325,9 +327,13 @@ def _calling(model: nn.Module, method: Optional[str], args: Sequence[Any], kwarg
 _LIGHTNING_SETUP_HOOKS = (("setup", ("fit",)), ("configure_model", ()), ("on_fit_start", ()), ("on_train_start", ()), ("on_train_epoch_start", ()))
 
 
+def _lightning_base(model: nn.Module) -> Optional[type]:
+    return next((c for c in type(model).__mro__ if c.__name__ == "LightningModule" and "lightning" in c.__module__), None)
+
+
 def _lightning_setup(model: nn.Module, batch: Any) -> None:
     """Run the setup hooks a LightningModule overrides (the base class's are no-ops)."""
-    base = next((c for c in type(model).__mro__ if c.__name__ == "LightningModule" and "lightning" in c.__module__), None)
+    base = _lightning_base(model)
     if base is None:
         return
     for hook, hook_args in (*_LIGHTNING_SETUP_HOOKS, ("on_train_batch_start", (batch, 0))):

@@ -7,11 +7,12 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from ckptlint.model.apis import HF_TRAINERS
+from ckptlint.model.apis import HF_TRAINERS, LIGHTNING_MODULES
 from ckptlint.model.hf_configs import CACHE, caches, config_argument
 from ckptlint.model.model_states import HF_DISABLE_METHODS, model_key, resolved, set_state, state_of
 from ckptlint.model.scope import Scope
 from ckptlint.model.sites import ApiKind, CacheUse, CallRecord, GradFreeCall, ModelHandOff, ModelState
+from ckptlint.model.torch_knowledge import MODULE_BASES
 from ckptlint.model.values import Const, Instance, ModuleObject, Param, Ref, Value
 from ckptlint.versions import trainer_sets_use_cache
 
@@ -166,6 +167,15 @@ class TrainingScriptFacts:
         held = name.startswith("self.")
         value = self.self_attribute(name[len("self.") :]) if held else self.lookup(name)
         state = ModelState(scope.model_modes.get(name), scope.checkpointed_models.get(name))
+        if name == "self" and scope.class_qualname and self.index.is_subclass(scope.class_qualname, MODULE_BASES | LIGHTNING_MODULES):
+            # `self(x)` in a module's own method: the module itself, in eval mode in the Lightning
+            # steps run without grad (Lightning calls `.eval()` before those loops), else in a mode
+            # the method does not know.
+            value = ModuleObject((scope.class_qualname,), "self")
+            if context.kind.startswith("Lightning"):
+                state = ModelState(False, state.checkpointing)
+            self.grad_free_calls.append(GradFreeCall(node, name, value, context, state, None, None, handoff, mode_here=True))
+            return
         if not isinstance(value, (ModuleObject, Param)) and state.checkpointing is None:
             return
         function_scope = next((s for s in reversed(self.scopes) if s.kind in ("function", "lambda")), None)

@@ -102,6 +102,24 @@ def test_dict_batch_is_loader_data_too():
     assert seen["grads"]["block.0.weight"] is None
 
 
+@pytest.mark.parametrize("module_class, validation_calls", [("LitFlaggedForward", [(False, False)]), ("LitTrainingFlaggedForward", [])])
+def test_a_forward_checkpointing_on_its_flag_alone_checkpoints_in_the_validation_loop(module_class, validation_calls, monkeypatch):
+    """Lightning calls `.eval()` and disables grad for validation: a checkpoint gated on the mode
+    stops, one gated on a flag alone runs there for nothing (grad enabled, train mode recorded per call)."""
+    calls = []
+    real = fx.checkpoint
+
+    def recording(function, *args, **kwargs):
+        calls.append((torch.is_grad_enabled(), function.training))
+        return real(function, *args, **kwargs)
+
+    monkeypatch.setattr(fx, "checkpoint", recording)
+    torch.manual_seed(0)
+    fit(getattr(fx, module_class)(), pairs(), validate=True)
+    assert calls[0] == (True, True)  # the training step
+    assert calls[1:] == validation_calls
+
+
 def test_a_stem_frozen_in_a_setup_hook_leaves_the_reentrant_block_without_grad():
     torch.manual_seed(0)
     grads = fit(fx.LitFrozenStem(), pairs())["grads"]
