@@ -662,6 +662,42 @@ CASES = {
         """,
         {(10, "CKPT007"), (11, "CKPT007"), (12, "CKPT007")},
     ),
+    "a closure returned by a local factory (create_custom_forward) captures what the factory does not bind": (
+        """
+        class Layer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def forward(self, h, enc=None):
+                return self.fc(h) if enc is None else self.fc(h) + enc
+        class Decoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList([Layer() for _ in range(2)])
+            def forward(self, h, enc):
+                for layer_module in self.layers:
+                    def create_custom_forward(module):
+                        def custom_forward(*inputs):
+                            return module(*inputs, enc)
+                        return custom_forward
+                    def create_plain_forward(module):
+                        def custom_forward(*inputs):
+                            return module(*inputs)
+                        return custom_forward
+                    h = checkpoint(create_custom_forward(layer_module), h, use_reentrant=True)
+                    h = checkpoint(create_plain_forward(layer_module), h, use_reentrant=True)
+                return h
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = nn.Linear(4, 4)
+                self.stem = nn.Linear(4, 4)
+                self.decoder = Decoder()
+            def forward(self, src, tgt):
+                return self.decoder(self.stem(tgt), self.encoder(src))
+        """,
+        {(22, "CKPT003")},
+    ),
     "a *args spread of a tuple the code shows is its elements, in place": (
         """
         class Block(nn.Module):

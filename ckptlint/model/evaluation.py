@@ -14,7 +14,7 @@ from ckptlint.model.dataflow import tensor_attribute
 from ckptlint.model.hf_configs import built_config, built_elsewhere, is_transformers_model
 from ckptlint.model.model_states import DEEP_COPIES
 from ckptlint.model.scope import CallArguments
-from ckptlint.model.shapes import is_self, is_super, none_test
+from ckptlint.model.shapes import bound_names, is_self, is_super, none_test
 from ckptlint.model.sites import FlagStatus, FunctionFacts
 from ckptlint.model.torch_knowledge import (
     DATA_LOADERS,
@@ -213,6 +213,10 @@ class Evaluation:
         if isinstance(func, LocalFunction) and func.node is None:
             # `self.encode(ids)`: what the method returns, once its summary is bound to this call.
             return CallOf(func, (), Spelling("`{}`", node), node)
+        if isinstance(func, LocalFunction):
+            made = self.returned_closure(func, node)
+            if made is not None:
+                return made
         if isinstance(func, ModuleObject):
             returned = self.returned_items(func)
             if returned is not None:
@@ -267,6 +271,25 @@ class Evaluation:
                     return replace(returned, checkpoint=checkpoint)  # `config = tiny_config()`: a config built by a helper
                 return Instance(func.qualname, node, checkpoint=checkpoint)
         return Instance(func.qualname, node, built_config(self.evaluate, func.qualname, node), self.checkpoint_name(func.qualname, node))
+
+    def returned_closure(self, factory: LocalFunction, call: cst.Call) -> Optional[LocalFunction]:
+        """`create_custom_forward(layer)` whose body defines `custom_forward` and returns it: that
+        closure, with the factory's parameters bound to this call's arguments."""
+        body = factory.node.body.body if factory.node is not None and isinstance(factory.node.body, cst.IndentedBlock) else ()
+        last = body[-1] if body else None
+        returned = last.body[0].value if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[0], cst.Return) else None
+        inner = next((s for s in body if isinstance(s, cst.FunctionDef) and isinstance(returned, cst.Name) and s.name.value == returned.value), None)
+        if inner is None:
+            return None
+        params = [p.name.value for p in factory.node.params.params]  # type: ignore[union-attr]
+        positional = [a for a in call.args if not a.keyword]
+        if any(a.star for a in call.args) or len(positional) > len(params):
+            return None
+        bound = {p: self.evaluate(a.value) for p, a in zip(params, positional)}
+        bound.update((a.keyword.value, self.evaluate(a.value)) for a in call.args if a.keyword)
+        # The factory's own locals are not known here; its parameters are what this call passes.
+        closure = tuple((name, bound.get(name, UNKNOWN)) for name in sorted({*params, *bound_names(factory.node.body)}))  # type: ignore[union-attr]
+        return LocalFunction(f"{factory.qualname}.{inner.name.value}", inner, closure)
 
     def checkpoint_name(self, qualname: str, node: cst.Call, helper: Optional[FunctionFacts] = None, call: Optional[cst.Call] = None) -> Optional[str]:
         """The name a transformers `from_pretrained` call loads, when the code shows it; a parameter

@@ -114,6 +114,37 @@ def free_names(body: cst.CSTNode) -> set[str]:
     return visitor.names
 
 
+class _BoundNames(ReadOnlyWalker):
+    """Names a function body binds: assignment and loop targets, `with ... as`, nested definitions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self.names |= free_names(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self.names |= free_names(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        self.names |= free_names(node.name)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.names.add(node.name.value)
+        return False  # its own body binds its own names
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.names.add(node.name.value)
+        return False
+
+
+def bound_names(body: cst.CSTNode) -> set[str]:
+    visitor = _BoundNames()
+    visitor.walk(body)
+    return visitor.names
+
+
 def dotted(node: cst.BaseExpression) -> Optional[str]:
     """`a.b.c` for names and attribute chains (LibCST's helper also names calls, which we don't want)."""
     return get_full_name_for_node(node) if isinstance(node, (cst.Name, cst.Attribute)) and is_chain(node) else None

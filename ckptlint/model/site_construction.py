@@ -155,7 +155,8 @@ class SiteConstruction:
         else:
             return {}
         names = free_names(body) - params
-        return {name: value for name in sorted(names) if not isinstance(value := self.lookup(name), Unknown)}
+        closure = dict(function.closure) if isinstance(function, LocalFunction) else {}
+        return {name: value for name in sorted(names) if not isinstance(value := closure[name] if name in closure else self.lookup(name), Unknown)}
 
     def flag(self, arguments: CallArguments, keyword: str) -> tuple[Optional[bool], Optional[cst.CSTNode]]:
         """A boolean control keyword of torch's checkpoint (`preserve_rng_state`, `early_stop`: both

@@ -138,6 +138,9 @@ class LocalFunction:
 
     qualname: str
     node: Optional[cst.FunctionDef] = None
+    # A closure a local factory returned (`create_custom_forward(layer)`): the names the factory
+    # binds for it, each with its value at the factory's call (its parameters) or unknown (its locals).
+    closure: tuple[tuple[str, "Value"], ...] = ()
 
 
 @dataclass(frozen=True)
