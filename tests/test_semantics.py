@@ -1562,6 +1562,34 @@ model = Net()
     }
 
 
+def test_a_wrappers_flags_bound_at_each_call_decide_its_mode_and_rng():
+    body = """
+        import torch.nn as nn
+        from torch.utils.checkpoint import checkpoint
+        def ckpt(fn, *args, preserve=False, reentrant=False):
+            return checkpoint(fn, *args, use_reentrant=reentrant, preserve_rng_state=preserve)
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.drop = nn.Dropout(0.2)
+            def forward(self, x, mask=None):
+                return self.drop(self.fc(x))
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.block = Block()
+            def forward(self, x):
+                h = self.stem(x)
+                a = ckpt(self.block, h)
+                b = ckpt(self.block, h, preserve=True)
+                c = ckpt(self.block, h, h, preserve=True, reentrant=True)
+                return a + b + c
+        """
+    assert findings(body) == {(20, "CKPT002")}
+
+
 def test_checkpoint_functions_setting_overrides_inference(tmp_path):
     from ckptlint.config import Settings, WrapperSpec
 

@@ -530,9 +530,18 @@ class _Binding:
         optional = lambda v: self.value(v) if v is not None else None  # noqa: E731
         function = optional(site.function)
         handed = function.func if isinstance(function, Partial) else function
+        # `def ckpt(fn, *args, reentrant=False, preserve=False)`: the flags this call binds, or the defaults.
+        mode, preserve = site.mode, site.preserve_rng_state
+        reentrant, preserving = optional(site.mode_value), optional(site.preserve_rng_value)
+        if isinstance(site.mode_value, Param) and isinstance(reentrant, Const) and isinstance(reentrant.value, bool):
+            mode = Mode(reentrant.value, mode.flag, f"use_reentrant={reentrant.value} (as this call of `{_short(wrapper.target)}` binds it)", mode.node)
+        if isinstance(site.preserve_rng_value, Param) and isinstance(preserving, Const) and isinstance(preserving.value, bool):
+            preserve = preserving.value
         return replace(
             site,
             kind=ApiKind.PROJECT_WRAPPER,
+            mode=mode,
+            preserve_rng_state=preserve,
             api_name=wrapper.target,
             call=call.node,
             function=function,
@@ -541,8 +550,8 @@ class _Binding:
             has_star_args=bool(stars),
             keyword_values=tuple(self.value(v) for v in site.keyword_values),
             captured={name: self.value(v) for name, v in site.captured.items()},
-            mode_value=optional(site.mode_value),
-            preserve_rng_value=optional(site.preserve_rng_value),
+            mode_value=reentrant,
+            preserve_rng_value=preserving,
             preserve_rng_node=call.node if site.preserve_rng_node is not None else None,
             spread_value=optional(site.spread_value),
             enclosing_function=wrapper.enclosing_function,

@@ -36,13 +36,14 @@ def test_memory_handed_by_keyword_breaks_backward():
         fx.training_step(model, batch)
 
 
-def test_wrapper_module_without_rng_state_redraws_dropout():
-    model, model_ref, batch = run("WrappedPatchClassifier")
+@pytest.mark.parametrize("model_class", ["WrappedPatchClassifier", "FastPatchClassifier"])
+def test_wrapper_module_without_rng_state_redraws_dropout(model_class):
+    model, model_ref, batch = run(model_class)
     fx.training_step(model, batch)
     assert differing(grads(model), grads(model_ref))
 
 
-@pytest.mark.parametrize("model_class", ["StemPatchClassifier", "GuardedPatchClassifier"])
+@pytest.mark.parametrize("model_class", ["StemPatchClassifier", "GuardedPatchClassifier", "ReplayingFastPatchClassifier"])
 def test_stem_first_or_guarded_helper_is_exact(model_class):
     model, model_ref, batch = run(model_class)
     fx.training_step(model, batch)
