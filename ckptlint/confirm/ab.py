@@ -1201,7 +1201,8 @@ def _assigned(statement: ast.stmt) -> set[str]:
 
 def calls_fed(report: ComparisonReport, path: str, line: int) -> list[CallRecord]:
     """The checkpoint calls whose statement reads a name that the statement at `line` assigns, in the
-    same function: `kwargs = {...}` or `step = partial(block, ...)`, then `checkpoint(step, h, **kwargs)`."""
+    same function: `kwargs = {...}` or `step = partial(block, ...)`, then `checkpoint(step, h, **kwargs)`;
+    a name assigned at module level (`CKPT_KWARGS = dict(...)`) is read by any function of the file."""
     tree = _parsed(os.path.realpath(path))
     statement, scope = _statement_at(tree, line) if tree is not None else (None, None)
     names = _assigned(statement) if statement is not None else set()
@@ -1210,7 +1211,7 @@ def calls_fed(report: ComparisonReport, path: str, line: int) -> list[CallRecord
     found = []
     for call in calls_at(report, path, 1, sys.maxsize):
         user, user_scope = _statement_at(tree, call.line or 0)
-        if user is not None and user_scope is scope and any(
+        if user is not None and (user_scope is scope or scope is tree) and any(
             isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names for n in ast.walk(user)
         ):
             found.append(call)

@@ -137,6 +137,10 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
     if not chain:
         if _in_main(facts.tree, line):
             return Target(path, "script", SCRIPT)
+        reader = _reader_of_setting(facts.tree, line)
+        if reader is not None:
+            # `CKPT_KWARGS = dict(preserve_rng_state=False)` spread into a checkpoint call: run that call's code.
+            return resolve(path, reader, examples, source)
         return Unrunnable("the finding is at module level, outside any class or function, and the file has no main or script that trains")
     top = chain[0]
     if isinstance(top, ast.ClassDef):
@@ -162,6 +166,20 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
         )
     via = f"{function.name} calls {top.name}" if function is not top else ""
     return Target(path, "function", function.name, constructs=constructs, via=via)
+
+
+def _reader_of_setting(tree: ast.Module, line: int) -> Optional[int]:
+    """For a module-level assignment at `line` (a kwargs dict, a flag): the first line of a class or
+    function that reads the name it binds."""
+    statement = next((s for s in tree.body if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target] if isinstance(statement, ast.AnnAssign) else []
+    names = {t.id for t in targets if isinstance(t, ast.Name)}
+    for definition in tree.body if names else ():
+        if isinstance(definition, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            reads = [n.lineno for n in ast.walk(definition) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names]
+            if reads:
+                return min(reads)
+    return None
 
 
 def _trained_by_a_main(path: str, facts: _FileFacts, name: str) -> bool:

@@ -45,6 +45,7 @@ EVIDENCE = {
     ("hf_flat_vit_last_layer.py", 10, "CKPT005"): [r"vit\.layers\.11\.\S+: grad None with checkpointing", r"built ViTForImageClassification from a tiny ViTConfig with num_labels=3"],
     ("runner_object.py", 20, "CKPT005"): [r"backbone\.stages\.0\.0\.weight: grad None with checkpointing", r"ran the file's `if __name__ == \"__main__\":` block up to its first backward"],
     ("no_grad_backbone_adapter.py", 30, "CKPT001"): [r"adapter\.0\.weight: grad None with checkpointing", r"ran the file's `if __name__ == \"__main__\":` block up to its first backward"],
+    ("module_checkpoint_kwargs.py", 8, "CKPT002"): [r"gradient differs, relative", r"torch stream differs after the step", r"line 8 sets up the checkpoint call at module_checkpoint_kwargs\.py:31"],
     ("masked_blocks_spread.py", 28, "CKPT001"): [r"blocks\.0\.fc\.weight: grad None with checkpointing", r"ran the file's `if __name__ == \"__main__\":` block up to its first backward"],
     ("lightning_classifier.py", 38, "CKPT005"): [r"blocks\.0\.\S+: grad None with checkpointing", r"ran LitTextClassifier\(vocab_size=100, dim=32, heads=2, num_classes=10\)"],
 }
@@ -62,6 +63,7 @@ LOOK_ALIKES = [
     ("runner_object_head.py", "Backbone", "checkpoint(", "CKPT005"),
     ("dict_batch_classifier_nonreentrant.py", "DictBatchClassifier", "checkpoint(", "CKPT001"),
     ("masked_blocks_spread_stem.py", "MaskedNet", "checkpoint(", "CKPT001"),
+    ("module_checkpoint_kwargs_replayed.py", "Net", "checkpoint(", "CKPT002"),
     ("no_grad_backbone_adapter_nonreentrant.py", "AdapterProbe", "checkpoint(", "CKPT001"),
 ]
 
