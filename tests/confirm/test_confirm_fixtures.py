@@ -216,7 +216,7 @@ LOOK_ALIKES = [
     ("lightning_steps.py", "LitNonReentrant", "checkpoint(", "CKPT001"),
     ("lightning_steps.py", "LitThawedStem", "checkpoint(", "CKPT005"),
     *(("lightning_finetuning.py", name, "checkpoint(", "CKPT005") for name in ("LitFeaturesAtOnce", "LitBackboneThawed", "LitBackboneNonReentrant", "LitNormed")),
-    ("lightning_steps.py", "LitTrainingFlaggedForward", "checkpoint(", "CKPT008"),
+    ("lightning_steps.py", "LitTrainingFlaggedForward", "prog_bar=True", "CKPT008"),
     ("rng_replay.py", "Tagger", "checkpoint(", "CKPT002"),
     ("checkpoint_helpers.py", "ReplayingFastPatchClassifier", "fast_checkpoint(", "CKPT002"),
     ("rng_replay.py", "FunctionalTagger", "checkpoint(", "CKPT002"),
