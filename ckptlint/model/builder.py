@@ -31,8 +31,8 @@ from ckptlint.model.apis import (
     SET_EARLY_STOP,
     SET_GRAD_ENABLED,
 )
-from ckptlint.model.dataflow import Dataflow, computed_without_grad, loader_batch
-from ckptlint.model.evaluation import Evaluation
+from ckptlint.model.dataflow import Dataflow, loader_batch
+from ckptlint.model.evaluation import Evaluation, computed_without_grad
 from ckptlint.model.file_model import FileModel
 from ckptlint.model.held_models import HeldModels
 from ckptlint.model.hooks import HookFacts

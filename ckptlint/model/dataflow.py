@@ -8,52 +8,26 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional, Sequence
 
-import libcst as cst
-
 from ckptlint.index import AttrBinding, ClassSummary, ProjectIndex
 from ckptlint.model.construction import object_fields
 from ckptlint.model.torch_knowledge import ACTIVATION_NAMES, BATCH_NORMS, MODEL_OUTPUT_ACTIVATIONS, PARAMETER_FREE_MODULES, PARAMETER_MODULES, PARAMETER_NAMES
 from ckptlint.model.values import (
     SYMBOLIC,
     UNKNOWN,
-    CallOf,
     Const,
     Derived,
     Grad,
-    Items,
     LocalFunction,
     ModuleObject,
     Param,
-    Pieces,
     Tensor,
-    Unknown,
     Value,
-    code,
     join_grad,
 )
 
 _NO_SUMMARY = ClassSummary("", (), {}, ())
 # Tensor attributes that are metadata, not tensors: they never carry grad.
 TENSOR_METADATA: dict[str, Value] = {name: Const(None) for name in ("shape", "dtype", "device", "ndim", "is_cuda", "requires_grad")}
-
-
-def computed_without_grad(expression: cst.BaseExpression, value: Value, context: str) -> Value:
-    """What an assignment computed where autograd records nothing (`with torch.no_grad():`) holds:
-    the result of a computation requires no grad whatever its inputs did. A name or attribute is the
-    same object as before, an element of a container maybe too; a tensor created as a leaf that
-    requires grad (`torch.zeros(..., requires_grad=True)`) still does."""
-    if isinstance(value, Items):
-        return replace(value, values=tuple(computed_without_grad(expression, v, context) for v in value.values))
-    computed = isinstance(expression, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)) or isinstance(expression, cst.Subscript) and isinstance(value, (Tensor, Derived))
-    if not computed or not isinstance(value, (Tensor, Derived, CallOf, Unknown, Pieces)) or isinstance(value, Tensor) and value.leaf:
-        return value
-    if isinstance(expression, cst.Call) and (any(a.keyword and a.keyword.value == "requires_grad" for a in expression.args) or _called_method(expression) == "requires_grad_"):
-        return value
-    return Tensor(Grad.NONE, f"`{code(expression)}` is computed under {context}", maybe_tuple=True)
-
-
-def _called_method(call: cst.Call) -> Optional[str]:
-    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
 
 
 def tensor_attribute(tensor: Tensor, attr: str) -> Value:

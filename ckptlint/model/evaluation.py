@@ -32,6 +32,7 @@ from ckptlint.model.values import (
     CallOf,
     Const,
     DataSource,
+    Derived,
     DictLit,
     Grad,
     Instance,
@@ -45,6 +46,7 @@ from ckptlint.model.values import (
     Ref,
     Spelling,
     Tensor,
+    Unknown,
     Value,
     code,
     defaulted,
@@ -66,6 +68,25 @@ def _literal(text: str) -> object:
     """The value of a number or string literal (memoized: `ast.literal_eval` compiles its text, and
     the same few literals are evaluated again for every expression that holds them)."""
     return ast.literal_eval(text)
+
+
+def computed_without_grad(expression: cst.BaseExpression, value: Value, context: str) -> Value:
+    """What an assignment computed where autograd records nothing (`with torch.no_grad():`) holds:
+    the result of a computation requires no grad whatever its inputs did. A name or attribute is the
+    same object as before, an element of a container maybe too; a tensor created as a leaf that
+    requires grad (`torch.zeros(..., requires_grad=True)`) still does."""
+    if isinstance(value, Items):
+        return replace(value, values=tuple(computed_without_grad(expression, v, context) for v in value.values))
+    computed = isinstance(expression, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)) or isinstance(expression, cst.Subscript) and isinstance(value, (Tensor, Derived))
+    if not computed or not isinstance(value, (Tensor, Derived, CallOf, Unknown, Pieces)) or isinstance(value, Tensor) and value.leaf:
+        return value
+    if isinstance(expression, cst.Call) and (any(a.keyword and a.keyword.value == "requires_grad" for a in expression.args) or _called_method(expression) == "requires_grad_"):
+        return value
+    return Tensor(Grad.NONE, f"`{code(expression)}` is computed under {context}", maybe_tuple=True)
+
+
+def _called_method(call: cst.Call) -> Optional[str]:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
 
 
 def _passed(function: FunctionFacts, call: cst.Call, param: str) -> tuple[bool, Optional[cst.BaseExpression]]:
