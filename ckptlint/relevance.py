@@ -37,11 +37,11 @@ GRAD_OFF_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
 # Checkpointing switched on in a class for a model other than itself (one it may keep on an
 # attribute): every method of that class may sample from the model, call it where autograd is off
 # (CKPT004, CKPT008 through `self.policy`) or switch its mode, so none is cut.
-HELD_MODEL_TEXT = re.compile(r"(?:\bself\.\w+|\b(?!self\b)\w+)\.(?:gradient|activation)_checkpointing_enable\s*\(")
+HELD_MODEL_TEXT = re.compile(r"(?:\bself\.\w+|\b(?!self\b)\w+)\.(?:gradient|activation)_checkpointing_enable[\s)]*\(")
 # Text every match of HELD_MODEL_TEXT holds: a file without it is not searched with the pattern.
 HELD_MODEL_WORD = "_checkpointing_enable"
 # In such a file, code that switches an attribute's mode (`trainer.policy.eval()`) is kept too.
-HELD_MODE_TEXT = re.compile(r"\.\w+\.(?:train|eval)\s*\(")
+HELD_MODE_TEXT = re.compile(r"\.\w+\.(?:train|eval)[\s)]*\(")
 # A module hook registered here: the statement that registers it (and so the hook) is kept, since a
 # region of this file's checkpoints may run the hook (only searched in files the index saw register one).
 HOOK_TEXT = re.compile(r"register_(?:module_)?forward_(?:pre_)?hook\b")

@@ -238,6 +238,15 @@ def test_a_parenthesised_checkpoint_callee_is_a_site():
         assert [(f.line, f.code) for f in lint_text(source).findings] == [(6, "CKPT006")], spelling
 
 
+def test_a_parenthesised_enable_or_mode_switch_on_a_held_model_is_seen():
+    """`(self.policy.gradient_checkpointing_enable)(...)` keeps every method of the holder, as the
+    plain spelling does (found by the fuzzer's parenthesising mutation)."""
+    from ckptlint.relevance import HELD_MODE_TEXT, HELD_MODEL_TEXT
+
+    assert HELD_MODEL_TEXT.search("(self.policy.gradient_checkpointing_enable)(gradient_checkpointing_kwargs=k)")
+    assert HELD_MODE_TEXT.search("(self.policy.eval)()")
+
+
 def test_grad_off_text_keeps_with_blocks_and_module_level_decorated_functions_only():
     from ckptlint.relevance import GRAD_OFF_TEXT
 
