@@ -109,11 +109,11 @@ def offline_from_pretrained(built: list[str]) -> Iterator[None]:
     saved = dict(originals)
 
     def from_pretrained(cls: type, name: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(name, (str, os.PathLike)) and os.path.isfile(os.path.join(name, "config.json")):
+        given = kwargs.get("config")
+        if not isinstance(given, config_base) and isinstance(name, (str, os.PathLike)) and os.path.isfile(os.path.join(name, "config.json")):
             # A checkpoint on this machine (saved by the project or an example): nothing to download.
             original = next(saved[owner] for owner in cls.__mro__ if owner in saved)
             return original.__func__(cls, name, *args, **kwargs)
-        given = kwargs.get("config")
         if isinstance(given, config_base):
             # A config object the code built (`config=config`): its settings are the ones it trains with.
             config = copy.deepcopy(given)
