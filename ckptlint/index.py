@@ -1940,6 +1940,8 @@ class ProjectIndex:
         self._readers: dict[str, dict[str, list[int]]] = {}
         self._callers: dict[str, list[tuple[ModuleSummary, Optional[str]]]] = {}
         self._read_only_in: dict[tuple[str, str], bool] = {}
+        self._imported: Optional[dict[str, set[str]]] = None
+        self._object_holders: dict[str, set[str]] = {}
         self._forwards: dict[str, Optional[str]] = {}
         self._hook_functions: Optional[dict[str, HookSignature]] = None
         self._hook_registrars: Optional[list[tuple[ModuleSummary, str]]] = None
@@ -2575,9 +2577,45 @@ class ProjectIndex:
             module, rest = self.split(function)
             owner, _, method = rest.partition(".")
             self._read_only_in[key] = module is not None and not any(
-                where != (module.name, owner, method) for where in self._attribute_readers(attr)
+                where != (module.name, owner, method) and where[0] in self._may_hold_objects_of(module.name)
+                for where in self._attribute_readers(attr)
             )
         return self._read_only_in[key]
+
+    def _may_hold_objects_of(self, module: str) -> set[str]:
+        """Project modules whose code can be handed an object built from `module`'s classes: those
+        importing it, and whatever those import (a helper that imports nothing, handed the model by
+        a script importing both), transitively. Code the model's users never import (a tool's own
+        package linted with the project) cannot read its attributes."""
+        holders = self._object_holders.get(module)
+        if holders is None:
+            imported = self._import_graph()
+            importers: dict[str, set[str]] = {}
+            for name, targets in imported.items():
+                for target in targets:
+                    importers.setdefault(target, set()).add(name)
+            users = _reachable({module}, importers)
+            holders = self._object_holders[module] = _reachable(users, imported)
+        return holders
+
+    def _import_graph(self) -> dict[str, set[str]]:
+        """Project module -> the project modules it imports; a package stands for every module in it
+        (`import a.b.c` binds only `a`)."""
+        if self._imported is None:
+            packages: dict[str, list[str]] = {}
+            for name in self.modules:
+                for cut in range(name.count(".")):
+                    packages.setdefault(name.rsplit(".", cut + 1)[0], []).append(name)
+            self._imported = {}
+            for m in self.modules.values():
+                targets = set()
+                for qualname in m.imports.values():
+                    target = self.modules.get(qualname) or self.split(qualname)[0]
+                    if target is not None:
+                        targets.add(target.name)
+                        targets.update(packages.get(target.name, ()))
+                self._imported[m.name] = targets
+        return self._imported
 
     def _attribute_readers(self, attr: str) -> Iterator[tuple[str, Optional[str], Optional[str]]]:
         """(module, class, method) of every statement or method that reads `.attr`."""
@@ -2654,6 +2692,16 @@ class ProjectIndex:
                 self.canonical(ctor) for m in self.modules.values() for c in m.classes.values() for a in c.attrs.values() for ctor in a.constructors
             ) | frozenset(self.canonical(name) for m in self.modules.values() for name in m.factory_built)
         return self._constructed
+
+
+def _reachable(start: set[str], edges: dict[str, set[str]]) -> set[str]:
+    seen, work = set(start), list(start)
+    while work:
+        for following in edges.get(work.pop(), ()):
+            if following not in seen:
+                seen.add(following)
+                work.append(following)
+    return seen
 
 
 def _definition(block: Block) -> Optional[str]:

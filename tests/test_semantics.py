@@ -11,6 +11,10 @@ import textwrap
 import pytest
 from conftest import lint_text
 
+from ckptlint.config import Settings
+from ckptlint.engine import lint
+from ckptlint.versions import resolve_versions
+
 HEADER = "import functools\nimport random\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nfrom torch.utils.checkpoint import checkpoint\n"
 
 
@@ -2101,3 +2105,49 @@ def test_builders_calling_builders_are_followed_and_a_builder_calling_itself_end
             other.gradient_checkpointing_enable()
         """
     assert findings(body, transformers="4.57") == {(16, "CKPT005")}
+
+
+_SCRATCH_MODEL = HEADER + textwrap.dedent(
+    """
+    class Modulation(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(4, 12)
+        def forward(self, x):
+            q, ctx, self.gates = torch.split(self.proj(x), (4, 4, 4), -1)
+            return q * torch.sigmoid(self.gates) + ctx
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Linear(4, 4)
+            self.block = Modulation()
+        def forward(self, x):
+            return checkpoint(self.block, self.stem(x), use_reentrant=True)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "files, expected",
+    [
+        # Code that cannot hold the model (nothing imports it together with the model) reading an
+        # attribute of the same name, e.g. a linter's own `site.gates`: still a scratch attribute.
+        ({"tools/report.py": "def describe(site):\n    return site.gates\n"}, set()),
+        # A helper importing nothing, handed the model by a script that imports both: a reader.
+        (
+            {
+                "pkg/inspect_gates.py": "def gate_map(model):\n    return model.block.gates\n",
+                "pkg/train.py": "import torch\nfrom pkg.inspect_gates import gate_map\nfrom pkg.model import Net\n\nmodel = Net()\nmodel(torch.randn(2, 4))\nprint(gate_map(model))\n",
+            },
+            {("pkg/model.py", 13, "CKPT007")},
+        ),
+        # The model's own package reading it, through `import pkg.model` spelled in full.
+        ({"pkg/probe.py": "import pkg.model\n\ndef probe():\n    return pkg.model.Net().block.gates\n"}, {("pkg/model.py", 13, "CKPT007")}),
+    ],
+)
+def test_an_attribute_is_read_elsewhere_only_by_code_that_can_hold_the_object(project, files, expected):
+    project({"pyproject.toml": "", "pkg/__init__.py": "", "pkg/model.py": _SCRATCH_MODEL, **files})
+    settings = Settings()
+    report = lint(["."], settings, resolve_versions(settings, None, "2.13", "5.23"), jobs=1)
+    assert report.errors == []
+    assert {(f.path, f.line, f.code) for f in report.findings if f.code != "CKPT006"} == expected
