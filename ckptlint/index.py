@@ -1942,6 +1942,7 @@ class ProjectIndex:
         self._read_only_in: dict[tuple[str, str], bool] = {}
         self._imported: Optional[dict[str, set[str]]] = None
         self._object_holders: dict[str, set[str]] = {}
+        self._contains: dict[tuple[str, str], bool] = {}
         self._forwards: dict[str, Optional[str]] = {}
         self._hook_functions: Optional[dict[str, HookSignature]] = None
         self._hook_registrars: Optional[list[tuple[ModuleSummary, str]]] = None
@@ -2016,6 +2017,24 @@ class ProjectIndex:
             summary = self.class_(name)
             if summary is not None:
                 stack.extend(reversed([self.canonical(b) for b in summary.bases]))
+
+    def contains(self, outer: str, inner: str) -> bool:
+        """Whether an `outer` object is, or holds as a submodule at any depth, an object of class
+        `inner` or of a class deriving from it."""
+        key = (outer, inner)
+        found = self._contains.get(key)
+        if found is None:
+            seen, work = set(), [self.canonical(outer)]
+            while work and not found:
+                cls = work.pop()
+                if cls in seen:
+                    continue
+                seen.add(cls)
+                found = inner in self.ancestors(cls)
+                for summary in filter(None, map(self.class_, self.ancestors(cls))):
+                    work.extend(self.canonical(ctor) for binding in summary.attrs.values() for ctor in binding.constructors)
+            self._contains[key] = found = bool(found)
+        return found
 
     def is_subclass(self, qualname: str, bases: frozenset[str]) -> bool:
         key = (qualname, bases)

@@ -18,7 +18,8 @@ from ckptlint.model.apis import GLOBAL_HOOK_REGISTRATIONS, HOOK_REGISTRATIONS
 
 _PARTIAL = "functools.partial"
 Qualify = Callable[[ast.AST], Optional[str]]
-_Definition = Union[ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef]
+_Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+_Definition = Union[_Function, ast.ClassDef]
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ def hook_functions(tree: ast.Module, qualify: Qualify, module: str) -> tuple[dic
     the name they define, "" for module-level code)."""
     hooks: dict[str, HookSignature] = {}
     registrars: list[str] = []
+    definitions = {s.name: s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
     for stmt in tree.body:
         found = False
         for call, scopes in _calls(stmt, [(module, None)]):
@@ -65,7 +67,7 @@ def hook_functions(tree: ast.Module, qualify: Qualify, module: str) -> tuple[dic
             found = True
             hook = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "hook"), None)
             with_kwargs = any(k.arg == "with_kwargs" and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords)
-            resolved = _resolve(hook, scopes, qualify) if hook is not None else None
+            resolved = _resolve(hook, scopes, qualify, definitions) if hook is not None else None
             if resolved is not None:
                 hooks.setdefault(resolved[0], HookSignature(kind, resolved[1], with_kwargs, call.lineno))
         if found:
@@ -84,23 +86,47 @@ def _calls(node: ast.AST, scopes: list[tuple[str, Optional[_Definition]]]) -> It
         yield from _calls(child, scopes)
 
 
-def _resolve(hook: ast.AST, scopes: list[tuple[str, Optional[_Definition]]], qualify: Qualify, bound: int = 0) -> Optional[tuple[str, int]]:
+def _resolve(hook: ast.AST, scopes: list[tuple[str, Optional[_Definition]]], qualify: Qualify, definitions: dict[str, _Function], bound: int = 0) -> Optional[tuple[str, int]]:
     """The qualified name of the function `hook` spells, and how many positional arguments a
     `partial` around it binds."""
     if isinstance(hook, ast.Call) and qualify(hook.func) == _PARTIAL and hook.args and not any(isinstance(a, ast.Starred) for a in hook.args):
-        return _resolve(hook.args[0], scopes, qualify, bound + len(hook.args) - 1)
+        return _resolve(hook.args[0], scopes, qualify, definitions, bound + len(hook.args) - 1)
+    if isinstance(hook, ast.Call) and isinstance(hook.func, ast.Name):
+        # `save_activation(name)`: the closure the factory defines and returns.
+        factory = _definition(hook.func.id, scopes, definitions)
+        inner = _returned_closure(factory[1]) if factory is not None else None
+        return (f"{factory[0]}.{inner}", bound) if factory is not None and inner is not None else None
     if isinstance(hook, ast.Attribute) and isinstance(hook.value, ast.Name) and hook.value.id == "self":
         owner = next((name for name, node in reversed(scopes) if isinstance(node, ast.ClassDef)), None)
         return (f"{owner}.{hook.attr}", bound) if owner else None
     if isinstance(hook, ast.Name):
-        # A closure of an enclosing function (the innermost that defines the name), else a module-level name.
-        for name, node in reversed(scopes):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-                isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) and d.name == hook.id for d in _own_definitions(node)
-            ):
-                return f"{name}.{hook.id}", bound
+        local = _definition(hook.id, scopes, {})
+        if local is not None:
+            return local[0], bound
         qualified = qualify(hook)
         return (qualified, bound) if qualified else None
+    return None
+
+
+def _definition(name: str, scopes: list[tuple[str, Optional[_Definition]]], definitions: dict[str, _Function]) -> Optional[tuple[str, _Function]]:
+    """A closure of an enclosing function (the innermost that defines the name), else a module-level
+    function of `definitions`: its qualified name and definition."""
+    for qualname, node in reversed(scopes):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found = next((d for d in _own_definitions(node) if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) and d.name == name), None)
+            if found is not None:
+                return f"{qualname}.{name}", found
+    found = definitions.get(name)
+    return (f"{scopes[0][0]}.{name}", found) if found is not None else None
+
+
+def _returned_closure(factory: _Function) -> Optional[str]:
+    """The name of the function a factory defines in its body and returns last."""
+    last = factory.body[-1]
+    if isinstance(last, ast.Return) and isinstance(last.value, ast.Name):
+        returned = last.value.id
+        if any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == returned for s in factory.body):
+            return returned
     return None
 
 

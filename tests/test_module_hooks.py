@@ -303,6 +303,149 @@ CASES = {
         """,
         {(9, "CKPT007")},
     ),
+    # The most common spelling: a loop over `modules()` / `named_modules()`, filtered by type.
+    "a hook factory's closure registered on every Linear of named_modules()": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 8)
+                self.blocks = nn.ModuleList([Block() for _ in range(2)])
+                self.head = nn.Linear(8, 8)
+            def forward(self, ids):
+                x = self.embed(ids)
+                for blk in self.blocks:
+                    x = checkpoint(blk, x, use_reentrant=True)
+                return self.head(x)
+        ACTS = {}
+        def save_activation(name):
+            def hook(module, inputs, output):
+                ACTS[name] = output
+            return hook
+        def main():
+            model = Net()
+            for name, module in model.named_modules():
+                if isinstance(module, nn.Linear):
+                    module.register_forward_hook(save_activation(name))
+        """,
+        {(16, "CKPT007")},
+    ),
+    "a type test that skips the others (`if not isinstance(...): continue`)": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 8)
+                self.blocks = nn.ModuleList([Block() for _ in range(2)])
+                self.head = nn.Linear(8, 8)
+            def forward(self, ids):
+                x = self.embed(ids)
+                for blk in self.blocks:
+                    x = checkpoint(blk, x, use_reentrant=True)
+                return self.head(x)
+        FEATURES = []
+        def keep(module, inputs, output):
+            FEATURES.append(output)
+        model = Net()
+        for module in model.modules():
+            if not isinstance(module, Block):
+                continue
+            module.register_forward_hook(keep)
+        """,
+        {(15, "CKPT007")},
+    ),
+    "a module registering on every submodule of itself, unfiltered": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList([Block() for _ in range(2)])
+                self.acts = []
+                for m in self.modules():
+                    m.register_forward_hook(self._keep)
+            def _keep(self, module, inputs, output):
+                self.acts.append(output)
+            def forward(self, x):
+                for blk in self.blocks:
+                    x = checkpoint(blk, x, use_reentrant=True)
+                return x
+        """,
+        {(10, "CKPT007")},
+    ),
+    "every module of a type the region never runs (the embedding) is not flagged": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 8)
+                self.blocks = nn.ModuleList([Block() for _ in range(2)])
+                self.head = nn.Linear(8, 8)
+            def forward(self, ids):
+                x = self.embed(ids)
+                for blk in self.blocks:
+                    x = checkpoint(blk, x, use_reentrant=True)
+                return self.head(x)
+        ACTS = []
+        def keep(module, inputs, output):
+            ACTS.append(output)
+        model = Net()
+        for module in model.modules():
+            if isinstance(module, nn.Embedding):
+                module.register_forward_hook(keep)
+        """,
+        set(),
+    ),
+    "every module under a submodule outside the region is not flagged": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 8)
+                self.blocks = nn.ModuleList([Block() for _ in range(2)])
+                self.head = nn.Linear(8, 8)
+            def forward(self, ids):
+                x = self.embed(ids)
+                for blk in self.blocks:
+                    x = checkpoint(blk, x, use_reentrant=True)
+                return self.head(x)
+        ACTS = []
+        def keep(module, inputs, output):
+            ACTS.append(output)
+        model = Net()
+        for module in model.head.modules():
+            module.register_forward_hook(keep)
+        """,
+        set(),
+    ),
+    "every module of another model (a teacher) is not flagged": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 8)
+                self.blocks = nn.ModuleList([Block() for _ in range(2)])
+                self.head = nn.Linear(8, 8)
+            def forward(self, ids):
+                x = self.embed(ids)
+                for blk in self.blocks:
+                    x = checkpoint(blk, x, use_reentrant=True)
+                return self.head(x)
+        class Teacher(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 8)
+            def forward(self, x):
+                return self.fc(x)
+        ACTS = []
+        def keep(module, inputs, output):
+            ACTS.append(output)
+        teacher = Teacher()
+        for module in teacher.modules():
+            if isinstance(module, nn.Linear):
+                module.register_forward_hook(keep)
+        """,
+        set(),
+    ),
 }
 
 

@@ -142,6 +142,7 @@ def _job(target: targets.Target, findings: Sequence[Finding], examples: Sequence
         "method": target.method,
         "builders": list(target.builders),
         "constructs": list(target.constructs),
+        "trains": target.trains,
         "findings": [{"code": f.code, "path": os.path.abspath(f.path), "line": f.line, "end_line": f.end_line} for f in findings],
         "examples": list(examples),
         "device": device,

@@ -168,6 +168,9 @@ def plans_for(job: dict[str, Any], module: types.ModuleType, device: str, exampl
         plans.append(lambda: _script_plan(job, module))
         if job["kind"] == "function" and not usage.get("main_path"):
             plans.append(lambda: _main_model_plan(job, module, device))
+    if job["kind"] == "function" and job.get("trains"):
+        plans.append(lambda: Plan(*script.make_function_run(module, job["path"], qualname, job.get("steps", 1)), fallible=True))
+        return plans
     if job["kind"] == "function":
         constructs = job.get("constructs", ())
         if _builder_kwargs(module, target, constructs) is not None:

@@ -129,7 +129,17 @@ def make_script_run(
     kind, body = found
     code = compile(ast.Module(body=body, type_ignores=[]), path, "exec")
     shown = {"block": f'{file}\'s `if __name__ == "__main__":` block', "function": f"{file}'s `main()`", "module": f"{file} as a script"}[kind]
+    return _run_to_backward(code, module, path, class_name, steps, shown)
 
+
+def make_function_run(module: types.ModuleType, path: str, function: str, steps: int) -> tuple[ab.Make, str]:
+    """A `make` that calls a module-level function that takes nothing and trains on its own (a
+    training script's loop in a function) up to its `steps`-th backward, and its description."""
+    code = compile(ast.parse(f"{function}()"), path, "exec")
+    return _run_to_backward(code, module, path, "", steps, f"`{function}()`")
+
+
+def _run_to_backward(code: Any, module: types.ModuleType, path: str, class_name: str, steps: int, shown: str) -> tuple[ab.Make, str]:
     def make() -> tuple[Any, Callable[[], Any]]:
         holder = ScriptModel(class_name)
         done = [False]

@@ -45,6 +45,8 @@ class Target:
     builders: tuple[str, ...] = ()  # module-level functions of the file that build the class
     constructs: tuple[str, ...] = ()  # classes a function target builds (for its `config`)
     via: str = ""  # why this target, when it is not the finding's own scope
+    # A function target that takes nothing and returns nothing: it trains on its own (run it up to a backward).
+    trains: bool = False
 
     def label(self, shown_path: str) -> str:
         name = f"{self.qualname}.{self.method}" if self.method else self.qualname
@@ -150,8 +152,10 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
     required = _required_parameters(function)
     builder = all(p in SYNTHESISABLE_PARAMETERS for p in required)
     if function.name not in registered and not builder:
-        # A helper the file's own builder calls (`return enable_checkpointing(model)`): run the builder.
-        caller = next((f for f in facts.functions.values() if f is not function and _is_builder_of(f, function.name)), None)
+        # A helper the file's own builder calls (`return enable_checkpointing(model)`): run the builder;
+        # else a function that calls it and needs nothing (a training function registering hooks it makes).
+        callers = [f for f in facts.functions.values() if f is not function and _runnable_caller_of(f, function.name)]
+        caller = next((f for f in callers if _returns_value(f)), callers[0] if callers else None)
         if caller is not None:
             function, required, builder = caller, _required_parameters(caller), True
     constructs = tuple(name for name in _called_names(function) if name in facts.classes or name[:1].isupper())
@@ -165,7 +169,8 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
             example=skeleton(module_name_for(Path(path))[0], function.name, "function", arguments=required),
         )
     via = f"{function.name} calls {top.name}" if function is not top else ""
-    return Target(path, "function", function.name, constructs=constructs, via=via)
+    trains = not required and not _returns_value(function)
+    return Target(path, "function", function.name, constructs=constructs, via=via, trains=trains)
 
 
 def _reader_of_setting(tree: ast.Module, line: int) -> Optional[int]:
@@ -194,9 +199,9 @@ def _in_main(tree: ast.Module, line: int) -> bool:
     return kind in ("block", "module") and any(node.lineno <= line <= (node.end_lineno or node.lineno) for node in body or ())
 
 
-def _is_builder_of(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], helper: str) -> bool:
-    """A function that returns a value, needs nothing the runner cannot synthesise and calls `helper`."""
-    return helper in _called_names(function) and _returns_value(function) and all(p in SYNTHESISABLE_PARAMETERS for p in _required_parameters(function))
+def _runnable_caller_of(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], helper: str) -> bool:
+    """A function that needs nothing the runner cannot synthesise and calls `helper`."""
+    return helper in _called_names(function) and all(p in SYNTHESISABLE_PARAMETERS for p in _required_parameters(function))
 
 
 MODEL_NAMES = ("model", "net", "network", "module", "encoder", "decoder", "classifier", "backbone", "student", "teacher", "policy", "generator", "discriminator", "autoencoder", "transformer", "unet")

@@ -40,7 +40,8 @@ from ckptlint.model.hf_configs import CACHE, is_config, tracked_settings, with_s
 from ckptlint.model.model_states import bind_model, forget_modes, state_of
 from ckptlint.model.scope import GRAD_ENABLED, GRAD_UNCHANGED, GradMark, Scope
 from ckptlint.model.shapes import (
-    dotted, ends_with_return, free_names, is_main_guard, is_not_training, is_self, last_effects, module_gates, none_test, requires_training, training_test,
+    dotted, ends_with_return, free_names, is_main_guard, is_not_training, is_self, last_effects, leaves_the_iteration, module_gates, none_test, requires_training, training_test,
+    type_test,
 )
 from ckptlint.model.site_construction import SiteConstruction
 from ckptlint.model.sites import (
@@ -66,6 +67,7 @@ from ckptlint.model.torch_knowledge import (
 )
 from ckptlint.model.training_scripts import TrainingScriptFacts
 from ckptlint.model.values import (
+    SUBMODULES,
     SYMBOLIC,
     UNKNOWN,
     CallOf,
@@ -304,7 +306,12 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         trains_only = requires_training(node.test)
         scope.gates.append(module_gates(node.test))
         scope.training_only += trains_only
+        narrowed = self.narrowed_by(node.test)
+        if narrowed is not None and narrowed[2]:
+            unnarrowed, scope.bindings[narrowed[0]] = scope.bindings[narrowed[0]], narrowed[1]
         self.walk(node.body)
+        if narrowed is not None and narrowed[2] and scope.bindings.get(narrowed[0]) is narrowed[1]:
+            scope.bindings[narrowed[0]] = unnarrowed
         scope.training_only -= trains_only
         scope.gates.pop()
         if defaulting is not None:
@@ -327,11 +334,25 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
             scope.eval_only -= training is True
         scope.branch_depth -= 1
         scope.conditional -= 1
+        if narrowed is not None and not narrowed[2] and leaves_the_iteration(node.body):
+            scope.bindings[narrowed[0]] = narrowed[1]  # `if not isinstance(m, T): continue`
         if training is True and ends_with_return(node.body) and scope.kind == "function":
             scope.eval_only += 1  # the rest of the function is the eval path; the scope ends with it
         elif is_not_training(node.test) and ends_with_return(node.body) and scope.kind == "function":
             scope.training_only += 1  # the rest of the function is the training path
         return False
+
+    def narrowed_by(self, test: cst.BaseExpression) -> Optional[tuple[str, ModuleObject, bool]]:
+        """`isinstance(m, nn.Linear)` on a module of a walk over submodules (whose class is any): the
+        name, that module as one of the tested classes, and whether the test is positive."""
+        tested = type_test(test)
+        current = self.scope.bindings.get(tested[0]) if tested is not None else None
+        if tested is None or not (isinstance(current, ModuleObject) and current.path and current.path[-1][1] == SUBMODULES):
+            return None
+        classes = [self.evaluate(t) for t in tested[1]]
+        if not all(isinstance(c, Ref) for c in classes):
+            return None
+        return tested[0], replace(current, classes=tuple(c.qualname for c in classes)), tested[2]  # type: ignore[union-attr]
 
     def visit_IfExp(self, node: cst.IfExp) -> bool:
         """`checkpoint(block, x) if self.use_checkpoint else block(x)`: the flag gates the call."""

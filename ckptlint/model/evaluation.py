@@ -26,6 +26,7 @@ from ckptlint.model.torch_knowledge import (
     TENSOR_FACTORIES,
 )
 from ckptlint.model.values import (
+    SUBMODULE_WALKS,
     SYMBOLIC,
     UNKNOWN,
     AttributeOf,
@@ -51,6 +52,7 @@ from ckptlint.model.values import (
     code,
     defaulted,
     element_of,
+    every_submodule,
     join_grad,
     merge,
 )
@@ -213,6 +215,12 @@ class Evaluation:
             registered = self.registered_classes(node.func.value)
             if registered is not None:
                 return registered  # `MODELS.get(name)`
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in SUBMODULE_WALKS and not node.args:
+            walked = self.evaluate(node.func.value)
+            if is_self(node.func.value) and self.scope.class_qualname and "self" in self.scope.bindings:
+                walked = ModuleObject((self.scope.class_qualname,), "self")
+            if isinstance(walked, ModuleObject) and not walked.container:
+                return every_submodule(walked, node.func.attr.value)
         if isinstance(node.func, cst.Attribute) and not is_self(node.func.value):
             receiver = self.evaluate(node.func.value)
             method = node.func.attr.value
@@ -234,8 +242,10 @@ class Evaluation:
         if isinstance(func, LocalFunction) and func.node is None:
             # `self.encode(ids)`: what the method returns, once its summary is bound to this call.
             return CallOf(func, (), Spelling("`{}`", node), node)
-        if isinstance(func, LocalFunction):
-            made = self.returned_closure(func, node)
+        # A factory at module level, like a local one, may return the closure it defines.
+        factory = LocalFunction(func.qualname, self.module_functions[func.qualname]) if isinstance(func, Ref) and func.qualname in self.module_functions else func
+        if isinstance(factory, LocalFunction):
+            made = self.returned_closure(factory, node)
             if made is not None:
                 return made
         if isinstance(func, ModuleObject):

@@ -13,10 +13,11 @@ from ckptlint.model.sites import FunctionFacts, HookRegistration
 
 from ckptlint.model.construction import Context, passed, resolve
 from ckptlint.model.dataflow import held_module
-from ckptlint.model.values import Const, Lambda, LocalFunction, ModuleObject, Partial, Ref, Value
+from ckptlint.model.values import ANY_MODULE, SUBMODULES, Const, Lambda, LocalFunction, ModuleObject, Partial, Ref, Value
 from ckptlint.model.torch_knowledge import DROPOUT_MODULE_P, DROPOUT_MODULES
 
 if TYPE_CHECKING:
+    from ckptlint.index import ProjectIndex
     from ckptlint.model.file_model import FileModel
 
 _MAX_FUNCTIONS = 64  # deep module trees: enough to see every layer type, bounded for speed
@@ -215,10 +216,28 @@ def _same_module(model: "FileModel", registration: HookRegistration, module: Mod
         return False  # a hook on a ModuleList never runs: the list is not called
     if registration.every_instance:
         return any(model.index.is_subclass(cls, frozenset(receiver.classes)) for cls in module.classes)
+    if receiver.path and receiver.path[-1][1] == SUBMODULES:
+        return _walked(model.index, receiver, module, at)
     if not receiver.path or not at:
         return False
     shorter = min(len(receiver.path), len(at))
     return receiver.path[-shorter:] == at[-shorter:]
+
+
+def _walked(index: "ProjectIndex", receiver: ModuleObject, module: ModuleObject, at: _Path) -> bool:
+    """Whether `module`, at `at`, is one a walk over an object's submodules (`model.modules()`) yields:
+    of a class the registration tested for (any, untested), under the walked object's path, or, when
+    that object is held by a variable, inside an object of its class."""
+    if receiver.classes != (ANY_MODULE,):
+        tested = frozenset(map(index.canonical, receiver.classes))
+        if not any(index.is_subclass(cls, tested) for cls in module.classes):
+            return False
+    if not at:
+        return False
+    *prefix, (roots, _) = receiver.path
+    if prefix:
+        return any(at[i : i + len(prefix)] == tuple(prefix) for i in range(len(at) - len(prefix) + 1))
+    return any(index.contains(root, at[0][0]) for root in roots.split("|"))
 
 
 def _function(model: "FileModel", qualname: str) -> Optional[tuple["FileModel", FunctionFacts]]:

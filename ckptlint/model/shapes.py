@@ -78,13 +78,31 @@ def module_gates(test: cst.BaseExpression) -> Optional[tuple[str, ...]]:
 
 
 def ends_with_return(body: cst.BaseSuite) -> bool:
+    return _ends_with(body, (cst.Return, cst.Raise))
+
+
+def leaves_the_iteration(body: cst.BaseSuite) -> bool:
+    """The block ends with `continue`, `break`, `return` or `raise`: what follows runs only when it does not."""
+    return _ends_with(body, (cst.Continue, cst.Break, cst.Return, cst.Raise))
+
+
+def _ends_with(body: cst.BaseSuite, kinds: tuple[type, ...]) -> bool:
     statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
     last = statements[-1] if statements else None
-    if isinstance(last, cst.SimpleStatementLine):
-        return any(isinstance(s, (cst.Return, cst.Raise)) for s in last.body)
-    if isinstance(last, cst.SimpleStatementSuite):
-        return any(isinstance(s, (cst.Return, cst.Raise)) for s in last.body)
-    return False
+    return isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and any(isinstance(s, kinds) for s in last.body)
+
+
+def type_test(test: cst.BaseExpression) -> Optional[tuple[str, list[cst.BaseExpression], bool]]:
+    """`isinstance(name, T)` / `isinstance(name, (T, U))` -> (name, [T, U], True); under `not`, False."""
+    positive = True
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, positive = test.expression, False
+    if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "isinstance" and len(test.args) == 2):
+        return None
+    subject, types = test.args[0].value, test.args[1].value
+    if not isinstance(subject, cst.Name) or any(a.keyword or a.star for a in test.args):
+        return None
+    return subject.value, [e.value for e in types.elements] if isinstance(types, cst.Tuple) else [types], positive
 
 
 def is_self(node: cst.BaseExpression) -> bool:

@@ -99,6 +99,16 @@ class Lambda:
 
 # The step of a module path that goes from a container (`nn.ModuleList`) to one of its elements.
 ELEMENT = ("", "[]")
+# `model.modules()` / `model.named_modules()`: every module inside `model`, itself included, one at a
+# time. Such a module's path ends in a step (the classes `model` may be, joined by "|", when its own
+# path is not known; else ""; SUBMODULES).
+SUBMODULE_WALKS = frozenset({"modules", "named_modules"})
+SUBMODULES = "**"
+# The class of a module yielded by such a walk until a type test narrows it.
+ANY_MODULE = "torch.nn.Module"
+# What iterating a walk of submodules is spelled as a container, and the walk that yields (name, module).
+WALK = "walk"
+NAMED_WALK = "named walk"
 
 
 @dataclass(frozen=True)
@@ -359,8 +369,18 @@ def defaulted(value: Value, fallback: Value, falsy: bool) -> Value:
     return merge(value, fallback) if isinstance(value, Tensor) and not falsy else UNKNOWN
 
 
+def every_submodule(module: ModuleObject, walk: str) -> ModuleObject:
+    """What `module.modules()` / `module.named_modules()` yields from, as a container."""
+    step = ("" if module.path else "|".join(module.classes), SUBMODULES)
+    container = NAMED_WALK if walk.startswith("named_") else WALK
+    return ModuleObject((ANY_MODULE,), f"a module inside {module.origin}", container, path=(*module.path, step))
+
+
 def element_of(value: Value) -> Value:
     """An element of `value` when iterated or indexed."""
+    if isinstance(value, ModuleObject) and value.container in (WALK, NAMED_WALK):
+        inside = replace(value, container=None)
+        return Items((UNKNOWN, inside)) if value.container == NAMED_WALK else inside
     if isinstance(value, ModuleObject) and value.container:
         return ModuleObject(value.classes, f"an element of {value.origin}", arguments=value.arguments, built_by=value.built_by, path=(*value.path, ELEMENT))
     if isinstance(value, DataSource):

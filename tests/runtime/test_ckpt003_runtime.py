@@ -46,7 +46,7 @@ def test_keyword_tensor_is_rejected():
         fx.training_step(model, batch)
 
 
-@pytest.mark.parametrize("model_class", ["PartialContextDecoder", "LambdaContextDecoder", "CustomForwardContextDecoder"])
+@pytest.mark.parametrize("model_class", ["PartialContextDecoder", "LambdaContextDecoder", "CustomForwardContextDecoder", "FactoryContextDecoder"])
 def test_captured_context_breaks_backward(model_class):
     model, model_ref, batch = reference_and_model(model_class, fx.training_step)
     assert model_ref.context_encoder[0].weight.grad is not None  # the same code runs without checkpointing
@@ -90,6 +90,7 @@ def test_tensor_packed_in_a_list_read_by_two_layers_breaks_backward():
         ("ScoresAttributeMoENonReentrant", "moe_training_step"),
         ("ScoresPositionalMoE", "moe_training_step"),
         ("CustomForwardPositionalDecoder", "training_step"),
+        ("FactoryPositionalDecoder", "training_step"),
     ],
 )
 def test_positional_leaf_or_non_reentrant_inputs_are_correct(model_class, step):

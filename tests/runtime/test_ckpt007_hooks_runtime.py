@@ -95,6 +95,26 @@ def test_hook_on_the_head_outside_the_region_runs_once():
     assert len(model.features) == 1
 
 
+def test_hooks_registered_over_named_modules_keep_block_outputs_without_grad_under_reentrant():
+    """fixtures/activation_penalty.py: one closure per Linear, picked by a type test in a
+    `named_modules()` loop; the penalty on what the hooks inside the blocks keep trains nothing."""
+    penalty = load_fixture("activation_penalty")
+
+    def kept(checkpointed):
+        model = penalty.SparseMLP()
+        penalty.ACTIVATIONS.clear()
+        for name, module in model.named_modules():
+            if isinstance(module, nn.Linear):
+                module.register_forward_hook(penalty.save_activation(name))
+        with contextlib.nullcontext() if checkpointed else no_checkpointing(penalty):
+            model(torch.randn(4, 16))
+        return {name: output.requires_grad for name, output in penalty.ACTIVATIONS.items()}
+
+    inside = ("blocks.0.up", "blocks.0.down", "blocks.1.up", "blocks.1.down", "blocks.2.up", "blocks.2.down")
+    assert kept(True) == {"stem": True, **dict.fromkeys(inside, False), "head": True}
+    assert kept(False) == {"stem": True, **dict.fromkeys(inside, True), "head": True}
+
+
 def test_removed_hooks_leave_training_untouched():
     torch.manual_seed(0)
     model = fx.Distiller()
