@@ -455,15 +455,22 @@ def _built_as(body: list[ast.stmt], name: str) -> Optional[ast.expr]:
 
 def _returns_cached_model(body: list[ast.stmt], returned: Optional[str], made: Optional[ast.expr]) -> bool:
     """Whether a function body returns a model built with `use_cache=True` (a literal), or whose
-    `config.use_cache` it sets to True before returning it."""
+    `config.use_cache` it sets to True before returning it, without switching its checkpointing on
+    itself (then the function's own analysis reports the setting, where it is written)."""
     last = body[-1] if body else None
     built = made if returned else last.value if isinstance(last, ast.Return) else None
-    if isinstance(built, ast.Call) and any(k.arg == "use_cache" and literal(k.value) == (True, True) for k in built.keywords):
-        return True
-    return returned is not None and any(
+    cached = isinstance(built, ast.Call) and any(k.arg == "use_cache" and literal(k.value) == (True, True) for k in built.keywords)
+    cached = cached or returned is not None and any(
         isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _is_cache_setting(stmt.targets[0], returned) and literal(stmt.value) == (True, True)
         for stmt in body
     )
+    return cached and not (returned is not None and any(_enables_checkpointing_on(node, returned) for stmt in body for node in ast.walk(stmt)))
+
+
+def _enables_checkpointing_on(node: ast.AST, name: str) -> bool:
+    """`<name>.gradient_checkpointing_enable(...)`."""
+    func = node.func if isinstance(node, ast.Call) else None
+    return isinstance(func, ast.Attribute) and func.attr == "gradient_checkpointing_enable" and isinstance(func.value, ast.Name) and func.value.id == name
 
 
 def _is_cache_setting(target: ast.expr, name: str) -> bool:

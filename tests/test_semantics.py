@@ -1475,6 +1475,22 @@ def test_a_model_a_helper_returns_with_caching_on_is_cached_under_checkpointing(
     assert findings(body, transformers="4.57") == {(12, "CKPT004"), (15, "CKPT004")}
     assert findings(body) == {(15, "CKPT004")}
 
+
+def test_a_helper_that_sets_caching_and_enables_checkpointing_itself_is_reported_there_only():
+    body = """
+        from transformers import AutoModelForCausalLM
+        def optimize_model_memory(model):
+            model.train()
+            model.config.use_cache = True
+            model.gradient_checkpointing_enable()
+            return model
+        def main(name):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            model = optimize_model_memory(model)
+            model(**batch).loss.backward()
+        """
+    assert findings(body) == {(5, "CKPT004")}
+
 def test_a_helper_that_enables_checkpointing_on_the_model_it_is_handed_switches_it_on_there():
     body = """
         from transformers import AutoModelForCausalLM
