@@ -98,6 +98,7 @@ def offline_from_pretrained(built: list[str]) -> Iterator[None]:
     import transformers.modeling_utils as modeling_utils
     import transformers.models.auto.auto_factory as auto
     import transformers.models.auto.modeling_auto  # noqa: F401  (defines the Auto classes)
+    import transformers.models.auto.tokenization_auto  # noqa: F401  (patched in _offline_tokenizers, even if the code imports it later)
     import transformers.tokenization_utils_base  # noqa: F401  (patched in _offline_tokenizers)
 
     base = modeling_utils.PreTrainedModel

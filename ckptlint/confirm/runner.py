@@ -99,6 +99,7 @@ def execute(job: dict[str, Any]) -> dict[str, Any]:
             named = failures.user_failure(f"importing {shown}", error)
             return failure(job, named or f"importing {shown} failed: {type(error).__name__}: {error}", CRASHED, device=device)
     example_errors = build.load_examples([p for p in job.get("examples", []) if os.path.abspath(p) != os.path.abspath(job["path"])])
+    _import_transformers_for_a_main_elsewhere(job)
     built: list[str] = []  # models that from_pretrained built from tiny configs
     with hf.offline_from_pretrained(built):
         result = _run_plans(job, module, device, example_errors, built)
@@ -112,6 +113,20 @@ def execute(job: dict[str, Any]) -> dict[str, Any]:
     for verdict in result["verdicts"]:
         verdict["evidence"].append(note)
     return result
+
+
+def _import_transformers_for_a_main_elsewhere(job: dict[str, Any]) -> None:
+    """A main in another file that uses transformers, run for a helper of this file that does not
+    import it: import it now, so that its `from_pretrained` is patched before the main loads a model."""
+    main_path = (job.get("usage") or {}).get("main_path")
+    if not main_path or "transformers" in sys.modules or importlib.util.find_spec("transformers") is None:
+        return
+    try:
+        mentions = "transformers" in Path(main_path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    if mentions:
+        import transformers  # noqa: F401
 
 
 def _run_plans(job: dict[str, Any], module: Any, device: str, example_errors: list[str], built: list[str]) -> dict[str, Any]:

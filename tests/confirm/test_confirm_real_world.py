@@ -117,3 +117,37 @@ def test_correct_look_alike_is_not_reproduced(look_alike_verdicts, key):
         return
     assert confirmation.verdict == "not reproduced", confirmation
     assert re.search(r"after [12] step\(s\) on cpu: all equal", confirmation.evidence[0]), confirmation
+
+
+def test_a_helper_file_without_transformers_runs_the_main_elsewhere_on_stand_ins(tmp_path, monkeypatch):
+    """A memory helper that imports nothing, its finding run through the training script of another
+    file: transformers' `from_pretrained` (the tokenizer's too) must be the offline stand-ins there."""
+    pytest.importorskip("transformers")
+    (tmp_path / "utils.py").write_text(
+        "def optimize_model_memory(model):\n"
+        "    model.train()\n"
+        "    model.config.use_cache = True\n"
+        '    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})\n'
+        "    return model\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch\n"
+        "from transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
+        "from utils import optimize_model_memory\n\n\n"
+        "def main():\n"
+        '    tokenizer = AutoTokenizer.from_pretrained("Qwen/Qwen2.5-0.5B-Instruct")\n'
+        '    model = optimize_model_memory(AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B-Instruct"))\n'
+        '    batch = tokenizer(["question: who? answer: me"] * 2, return_tensors="pt")\n'
+        "    for _ in range(2):\n"
+        '        model(**batch, labels=batch["input_ids"]).loss.backward()\n\n\n'
+        'if __name__ == "__main__":\n'
+        "    main()\n"
+    )
+    (tmp_path / "pyproject.toml").write_text("[tool.ckptlint]\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, [".", "--confirm", "--format", "json", "--no-cache", "--transformers-version", "5.23"], catch_exceptions=False)
+    (finding,) = json.loads(result.stdout)["findings"]
+    assert (finding["path"], finding["line"], finding["code"]) == ("utils.py", 3, "CKPT004")
+    evidence = "; ".join(finding["confirmation"]["evidence"])
+    assert finding["confirmation"]["verdict"] == "confirmed", evidence
+    assert "ran train.py's `if __name__ == \"__main__\":` block" in evidence and "built a character-level tokenizer" in evidence, evidence
