@@ -41,6 +41,16 @@ _LOADING_KEYWORDS = frozenset({
 SEQUENCE = 8
 
 
+# Token ids a script makes up for a Hub model (`torch.randint(0, 1000, ...)`, a special token's id)
+# index the real vocabulary: a stand-in for a named checkpoint keeps its size, up to this.
+_HUB_VOCABULARY_CAP = 65536
+
+
+def _hub_vocabulary(default: Any) -> dict[str, int]:
+    size = getattr(default, "vocab_size", None)
+    return {"vocab_size": min(size, _HUB_VOCABULARY_CAP)} if isinstance(size, int) and not isinstance(size, bool) and size > 0 else {}
+
+
 def tiny_config(config_class: type, **overrides: Any) -> Any:
     """`config_class()`, with size fields whose defaults are large shrunk (a 7B config stays tiny),
     then `overrides` applied."""
@@ -128,7 +138,7 @@ def offline_from_pretrained(built: list[str]) -> Iterator[None]:
                 raise OSError(f"--confirm cannot download {name!r} and cannot tell its model type from the name")
             fields = config_class()
             applied = {k: v for k, v in kwargs.items() if k not in _LOADING_KEYWORDS and hasattr(fields, k)}
-            config = tiny_config(config_class, **applied)
+            config = tiny_config(config_class, **{**_hub_vocabulary(fields), **applied})
         if auto_base is not None and issubclass(cls, auto_base):
             model = cls.from_config(config)
         else:

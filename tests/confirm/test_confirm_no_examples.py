@@ -397,3 +397,22 @@ def test_a_placeholder_transformers_is_not_patched_for_offline_loading():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.split() == ["ok"], result.stderr
+
+
+def test_a_stand_in_for_a_hub_checkpoint_keeps_its_vocabulary_up_to_a_cap():
+    """Scripts make up token ids for the model they name (`torch.randint(0, 1000, ...)`): the tiny
+    stand-in keeps the architecture's vocabulary (Llama's 32000), capped for the large ones
+    (Qwen2's 151936), so those ids index its embeddings."""
+    pytest.importorskip("transformers")
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    from ckptlint.confirm import hf
+
+    built: list[str] = []
+    with hf.offline_from_pretrained(built):
+        llama = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-hf")
+        qwen = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B")
+        configured = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-hf", config=LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2))
+    assert (llama.config.vocab_size, qwen.config.vocab_size, configured.config.vocab_size) == (32000, 65536, 64)
+    assert llama.config.hidden_size == 16
+    llama(torch.randint(0, 1000, (2, 8))).logits.sum().backward()
