@@ -247,6 +247,10 @@ def _class_target(
         owner = _owning_root(facts, cls.name)
         if owner != cls.name:
             root, via = owner, f"{owner} builds {cls.name}"
+            # A block of the file that checkpoints nothing, built by a model of another file that does.
+            elsewhere = _owner_in_project(path, owner) if not _checkpoints(facts.classes[owner]) else None
+            if elsewhere is not None and _checkpoints(elsewhere[1].classes[elsewhere[2]]):
+                path, facts, root, via = *elsewhere[:3], f"{elsewhere[3]}, which builds {cls.name}"
         else:
             elsewhere = _owner_in_project(path, cls.name)
             if elsewhere is not None:
@@ -284,9 +288,13 @@ def _owning_root(facts: _FileFacts, name: str) -> str:
     roots = [u for u in users if not any(u in builds[other] for other in users if other != u)]
     # Prefer a root whose own code checkpoints something; then source order.
     for candidate in roots or users:
-        if "checkpoint" in ast.unparse(facts.classes[candidate]):
+        if _checkpoints(facts.classes[candidate]):
             return candidate
     return (roots or users)[0]
+
+
+def _checkpoints(cls: ast.ClassDef) -> bool:
+    return "checkpoint" in ast.unparse(cls)
 
 
 _MAX_FILE_HOPS = 3
@@ -324,7 +332,7 @@ def _builder_elsewhere(path: str, name: str, seen: set[str]) -> Optional[tuple[s
             continue
         candidates += [(file, facts, cls) for cls, node in facts.classes.items() if name in _called_names(node)]
     for candidate in candidates:
-        if "checkpoint" in ast.unparse(candidate[1].classes[candidate[2]]):
+        if _checkpoints(candidate[1].classes[candidate[2]]):
             return candidate
     return candidates[0] if candidates else None
 

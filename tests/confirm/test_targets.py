@@ -80,6 +80,17 @@ def test_files_are_followed_outwards_to_the_model(tmp_path, monkeypatch):
     assert (target.path, target.qualname, target.via) == (str(package / "model.py"), "Model", "Model (model.py) builds Block")
 
 
+def test_a_block_of_the_file_that_checkpoints_nothing_runs_inside_the_model_of_another_file(tmp_path, monkeypatch):
+    """The layer's own file builds it into a block, but the checkpoint is in the model of another
+    file (a LightningModule over MoE blocks): running the block would never reach it."""
+    package = _package(tmp_path, {
+        "layers.py": LAYER + "\n\nclass Block(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.attention = Attention()\n",
+        "model.py": _holder("Model", "from .layers import Block", "Block", "\n    def forward(self, h):\n        return checkpoint(self.part, h, use_reentrant=True)\n"),
+    })
+    target = _resolve(package, monkeypatch)
+    assert (target.path, target.qualname, target.via) == (str(package / "model.py"), "Model", "Model (model.py) builds Block, which builds Attention")
+
+
 def test_a_same_named_class_of_another_module_is_not_the_builder(tmp_path, monkeypatch):
     package = _package(tmp_path, {
         "layers.py": LAYER,
