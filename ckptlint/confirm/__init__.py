@@ -140,6 +140,7 @@ def _job(target: targets.Target, findings: Sequence[Finding], examples: Sequence
         "kind": target.kind,
         "qualname": target.qualname,
         "method": target.method,
+        "setup": target.setup,
         "builders": list(target.builders),
         "constructs": list(target.constructs),
         "trains": target.trains,

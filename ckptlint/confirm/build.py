@@ -250,15 +250,21 @@ def _class_plan(
         callbacks.apply(construct())  # once, to say in the evidence which hooks fail here
         how += callbacks.shown()
 
+    setup = job.get("setup")
+
     def make() -> tuple[Any, Callable[[], Any]]:
         model = construct()
         _switch_on(model, switched_on)
+        if setup:
+            getattr(model, setup)()
         callbacks.apply(model)
         model.train()
         args, kwargs = found.make()
         return model, _calling(model, method, args, kwargs)
 
     shown = f"ran {how}.{entry_name}({found.shown})" if method else f"ran {how} on {found.shown}"
+    if setup:
+        shown += f" after its {setup}()"
     if switched_on:
         shown += f" with {_flag_names(switched_on)} switched on (the checkpoint runs only then; the project switches it on where --confirm cannot run)"
     return Plan(make, shown + (f"; {found.tried}" if found.tried else ""), fallible=fallible)

@@ -42,6 +42,9 @@ class Target:
     kind: str  # "class", "function" or "script"
     qualname: str
     method: Optional[str] = None  # a class target's method to call instead of forward
+    # A class target's method that switches checkpointing on (`apply_activation_checkpointing()`):
+    # called on the built model before forward, not instead of it.
+    setup: Optional[str] = None
     builders: tuple[str, ...] = ()  # module-level functions of the file that build the class
     constructs: tuple[str, ...] = ()  # classes a function target builds (for its `config`)
     via: str = ""  # why this target, when it is not the finding's own scope
@@ -255,14 +258,17 @@ def _class_target(
             elsewhere = _owner_in_project(path, cls.name)
             if elsewhere is not None:
                 path, facts, root, via = elsewhere
-    method = None
+    method = setup = None
     if root == cls.name and len(chain) > 1:
         inner = chain[1]
         if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and inner.name not in _ENTRY_METHODS:
             plain = not any(_decorator_name(d) in ("staticmethod", "classmethod", "property") for d in inner.decorator_list)
             # A helper that forward calls or checkpoints (`self.run_blocks(...)`) runs through forward.
             if plain and not _self_calls(facts, cls.name, inner.name):
-                method = inner.name
+                if _sets_up_checkpointing(inner):
+                    setup = inner.name
+                else:
+                    method = inner.name
     builders = tuple(
         name
         for name, function in facts.functions.items()
@@ -270,7 +276,13 @@ def _class_target(
         and _returns_value(function)
         and all(p in SYNTHESISABLE_PARAMETERS for p in _required_parameters(function))
     )
-    return Target(path, "class", root, method=method, builders=builders, via=via)
+    return Target(path, "class", root, method=method, setup=setup, builders=builders, via=via)
+
+
+def _sets_up_checkpointing(method: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> bool:
+    """A method that returns nothing, needs no argument and mentions checkpointing: it switches it on
+    (wraps blocks, sets a flag) for the forward that follows."""
+    return not _returns_value(method) and _required_parameters(method)[1:] == [] and "checkpoint" in ast.unparse(method)
 
 
 def _plain_class(cls: ast.ClassDef) -> bool:

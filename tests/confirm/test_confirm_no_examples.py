@@ -416,3 +416,14 @@ def test_a_stand_in_for_a_hub_checkpoint_keeps_its_vocabulary_up_to_a_cap():
     assert (llama.config.vocab_size, qwen.config.vocab_size, configured.config.vocab_size) == (32000, 65536, 64)
     assert llama.config.hidden_size == 16
     llama(torch.randint(0, 1000, (2, 8))).logits.sum().backward()
+
+
+def test_a_setup_method_that_wraps_blocks_is_confirmed_through_the_forward_after_it(tmp_path):
+    from test_targets import SETUP_METHOD
+
+    path = tmp_path / "olmo_like.py"
+    path.write_text(SETUP_METHOD)
+    flagged = finding(path, line_in(path, "Model", "preserve_rng_state=False"), "CKPT002")
+    confirmation = confirm_all([flagged], examples=[])[flagged]
+    assert confirmation.verdict == "confirmed", confirmation
+    assert any("after its apply_activation_checkpointing()" in e for e in confirmation.evidence), confirmation

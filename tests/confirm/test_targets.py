@@ -259,3 +259,49 @@ def test_a_method_that_forward_hands_to_checkpoint_runs_through_forward(tmp_path
     line = next(i for i, text in enumerate(HANDED_METHOD.splitlines(), 1) if "self.cache.append" in text)
     target = targets.resolve(str(path), line)
     assert isinstance(target, targets.Target) and target.qualname == "Policy" and target.method is None, target
+
+
+SETUP_METHOD = """
+from functools import partial
+
+import torch
+from torch import nn
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        return x + self.drop(self.fc(x))
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Linear(8, 8)
+        self.blocks = nn.ModuleList(Block() for _ in range(2))
+
+    def forward(self, x):
+        x = self.stem(x)
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+    def apply_activation_checkpointing(self):
+        wrapper = partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT, preserve_rng_state=False)
+        apply_activation_checkpointing(self, checkpoint_wrapper_fn=wrapper, check_fn=lambda m: isinstance(m, Block))
+"""
+
+
+def test_a_method_that_switches_checkpointing_on_runs_before_forward(tmp_path):
+    """OLMo-style `model.apply_activation_checkpointing()`: calling it alone runs no checkpoint; the
+    model runs its forward after it."""
+    path = tmp_path / "olmo_like.py"
+    path.write_text(SETUP_METHOD)
+    line = next(i for i, text in enumerate(SETUP_METHOD.splitlines(), 1) if "preserve_rng_state=False" in text)
+    target = targets.resolve(str(path), line)
+    assert isinstance(target, targets.Target) and (target.qualname, target.method, target.setup) == ("Model", None, "apply_activation_checkpointing"), target
