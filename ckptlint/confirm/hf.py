@@ -42,13 +42,14 @@ SEQUENCE = 8
 
 
 # Token ids a script makes up for a Hub model (`torch.randint(0, 1000, ...)`, a special token's id)
-# index the real vocabulary: a stand-in for a named checkpoint keeps its size, up to this.
-_HUB_VOCABULARY_CAP = 65536
+# index the real vocabulary, and its tokenizer pads to the real length (CLIP's 77): a stand-in for a
+# named checkpoint keeps those sizes, up to these.
+_HUB_SIZE_CAPS = {"vocab_size": 65536, "max_position_embeddings": 4096, "n_positions": 4096}
 
 
-def _hub_vocabulary(default: Any) -> dict[str, int]:
-    size = getattr(default, "vocab_size", None)
-    return {"vocab_size": min(size, _HUB_VOCABULARY_CAP)} if isinstance(size, int) and not isinstance(size, bool) and size > 0 else {}
+def _hub_sizes(default: Any) -> dict[str, int]:
+    kept = {key: getattr(default, key, None) for key in _HUB_SIZE_CAPS}
+    return {key: min(size, _HUB_SIZE_CAPS[key]) for key, size in kept.items() if isinstance(size, int) and not isinstance(size, bool) and size > 0}
 
 
 def tiny_config(config_class: type, **overrides: Any) -> Any:
@@ -138,7 +139,7 @@ def offline_from_pretrained(built: list[str]) -> Iterator[None]:
                 raise OSError(f"--confirm cannot download {name!r} and cannot tell its model type from the name")
             fields = config_class()
             applied = {k: v for k, v in kwargs.items() if k not in _LOADING_KEYWORDS and hasattr(fields, k)}
-            config = tiny_config(config_class, **{**_hub_vocabulary(fields), **applied})
+            config = tiny_config(config_class, **{**_hub_sizes(fields), **applied})
         if auto_base is not None and issubclass(cls, auto_base):
             model = cls.from_config(config)
         else:
