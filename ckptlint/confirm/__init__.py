@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import os
 import re
+from importlib import metadata
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from ckptlint import notebooks
 from ckptlint.confirm import targets
 from ckptlint.confirm.registry import example
 from ckptlint.confirm.usage import flat_script
-from ckptlint.findings import COULD_NOT_RUN, NEEDS_EXAMPLE, Confirmation, Finding, LintReport
+from ckptlint.findings import COULD_NOT_RUN, NEEDS_EXAMPLE, NEEDS_PACKAGE, NOT_REPRODUCED, Confirmation, Finding, LintReport
+from ckptlint.versions import AssumedVersion, LibraryVersions, parse_version, transformers_default_reentrant
 
 if TYPE_CHECKING:
     from ckptlint.config import Settings
@@ -43,6 +45,7 @@ def confirm(
     jobs: Optional[int] = None,
     memory_gb: Optional[float] = None,
     sources: Optional[Mapping[str, str]] = None,
+    versions: Optional[LibraryVersions] = None,
 ) -> dict[Finding, Confirmation]:
     """Run the code of every finding in `report` (this executes the project's code) and record a
     verdict per finding in `report.confirmations` (also returned).
@@ -50,7 +53,9 @@ def confirm(
     `examples`: files with `@ckptlint.example` factories, on top of `settings.confirm_examples`.
     `timeout`: seconds per target; `device`: "auto" (CUDA when available), "cpu" or "cuda";
     `memory_gb`: address space a target may map on top of what it starts with (RLIMIT_AS);
-    `sources`: path -> text that was linted instead of the file (stdin), and is what runs."""
+    `sources`: path -> text that was linted instead of the file (stdin), and is what runs;
+    `versions`: what the findings were linted for (a run on a transformers whose checkpointing
+    defaults differ cannot show a finding about them)."""
     from ckptlint.confirm import pool
 
     example_files = tuple(os.path.abspath(e) for e in (*examples, *(settings.confirm_examples if settings else ())))
@@ -82,6 +87,10 @@ def confirm(
             evidence = tuple(verdict["evidence"])
             if target.via and verdict["verdict"] != COULD_NOT_RUN:
                 evidence += (f"target chosen because {target.via}",)
+            mismatch = _transformers_mismatch(finding, versions) if verdict["verdict"] == NOT_REPRODUCED else None
+            if mismatch is not None:
+                confirmations[finding] = _confirmation(COULD_NOT_RUN, (mismatch, *evidence), label, result.get("device", ""), NEEDS_PACKAGE)
+                continue
             confirmations[finding] = _confirmation(
                 verdict["verdict"], evidence, label, result.get("device", ""), verdict.get("cause", ""), verdict.get("example", "")
             )
@@ -107,6 +116,28 @@ def _confirmation(verdict: str, evidence: Sequence[str], target: str, device: st
         device,
         cause if verdict == COULD_NOT_RUN else "",
         "\n".join(printable(line) for line in example.splitlines()),
+    )
+
+
+def _transformers_mismatch(finding: Finding, versions: Optional[LibraryVersions]) -> Optional[str]:
+    """Why a run cannot show a finding about transformers' checkpointing: the installed transformers
+    is not reentrant by default where the linted one is (or the reverse). None when they agree."""
+    if versions is None or "transformers" not in finding.message:
+        return None
+    try:
+        installed = parse_version(metadata.version("transformers"))
+    except metadata.PackageNotFoundError:
+        return None
+    linted = versions.transformers
+    if installed is None or transformers_default_reentrant(linted) == transformers_default_reentrant(AssumedVersion("transformers", installed, "installed")):
+        return None
+    reentrant = transformers_default_reentrant(linted)
+    modes = {True: "reentrant", False: "non-reentrant"}
+    wanted = "'transformers<5'" if reentrant else "'transformers>=5'"
+    return (
+        f"linted with the checkpointing of transformers {linted.text} ({linted.source}): {modes[reentrant]} by default; "
+        f"the installed {'.'.join(map(str, installed))} is {modes[not reentrant]} by default, so a run here cannot show it: "
+        f"pip install {wanted}"
     )
 
 

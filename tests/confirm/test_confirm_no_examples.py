@@ -4,14 +4,18 @@ code itself says, and the evidence says how."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 
 import pytest
+from click.testing import CliRunner
 from confirm_helpers import confirm_all, finding, line_in
 
-pytest.importorskip("torch")
+from ckptlint.cli import main
+
+torch = pytest.importorskip("torch")
 
 CONFIG_OBJECTS = """\
 from dataclasses import dataclass
@@ -399,10 +403,10 @@ def test_a_placeholder_transformers_is_not_patched_for_offline_loading():
     assert result.stdout.split() == ["ok"], result.stderr
 
 
-def test_a_stand_in_for_a_hub_checkpoint_keeps_its_vocabulary_up_to_a_cap():
-    """Scripts make up token ids for the model they name (`torch.randint(0, 1000, ...)`): the tiny
-    stand-in keeps the architecture's vocabulary (Llama's 32000), capped for the large ones
-    (Qwen2's 151936), so those ids index its embeddings."""
+def test_a_stand_in_for_a_hub_checkpoint_keeps_its_vocabulary_and_length_up_to_a_cap():
+    """Scripts make up token ids for the model they name (`torch.randint(0, 1000, ...)`) and pad to
+    its length: the tiny stand-in keeps the architecture's vocabulary (Llama's 32000) and positions,
+    capped for the large ones (Qwen2's 151936 and 32768), so those ids and lengths fit."""
     pytest.importorskip("transformers")
     from transformers import AutoModelForCausalLM, LlamaConfig
 
@@ -414,6 +418,7 @@ def test_a_stand_in_for_a_hub_checkpoint_keeps_its_vocabulary_up_to_a_cap():
         qwen = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B")
         configured = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-hf", config=LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2))
     assert (llama.config.vocab_size, qwen.config.vocab_size, configured.config.vocab_size) == (32000, 65536, 64)
+    assert (llama.config.max_position_embeddings, qwen.config.max_position_embeddings) == (2048, 4096)
     assert llama.config.hidden_size == 16
     llama(torch.randint(0, 1000, (2, 8))).logits.sum().backward()
 
@@ -427,3 +432,38 @@ def test_a_setup_method_that_wraps_blocks_is_confirmed_through_the_forward_after
     confirmation = confirm_all([flagged], examples=[])[flagged]
     assert confirmation.verdict == "confirmed", confirmation
     assert any("after its apply_activation_checkpointing()" in e for e in confirmation.evidence), confirmation
+
+
+HF_FROZEN_EMBEDDINGS = """\
+import torch
+from transformers import ViTConfig, ViTForImageClassification
+
+
+def fine_tune_last_layers():
+    config = ViTConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, image_size=32, patch_size=8, num_labels=3)
+    model = ViTForImageClassification(config)
+    for param in model.vit.embeddings.parameters():
+        param.requires_grad = False
+    model.gradient_checkpointing_enable()
+    model.train()
+    out = model(pixel_values=torch.randn(2, 3, 32, 32), labels=torch.tensor([0, 1]))
+    out.loss.backward()
+"""
+
+
+def test_a_finding_about_transformers_defaults_is_not_judged_on_an_installed_version_that_changed_them(tmp_path, monkeypatch):
+    """Linted as transformers 4.x (reentrant by default: CKPT005), run on the installed 5.x
+    (non-reentrant): the run cannot show it, so it says which transformers to install, not
+    "not reproduced"."""
+    pytest.importorskip("transformers")
+    (tmp_path / "finetune.py").write_text(HF_FROZEN_EMBEDDINGS)
+    (tmp_path / "requirements.txt").write_text("torch==2.13.0\ntransformers==4.46.0\n")
+    (tmp_path / "pyproject.toml").write_text("[tool.ckptlint]\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["finetune.py", "--confirm", "--format", "json", "--no-cache", "--select", "CKPT005"], catch_exceptions=False)
+    (finding,) = json.loads(result.stdout)["findings"]
+    confirmation = finding["confirmation"]
+    assert (confirmation["verdict"], confirmation["cause"]) == ("could not run", "needs a package"), confirmation
+    assert confirmation["evidence"][0].startswith("linted with the checkpointing of transformers 4.36 (requirements.txt: transformers==4.46.0): reentrant by default; the installed 5.")
+    assert confirmation["evidence"][0].endswith("pip install 'transformers<5'")
+    assert "all equal" in confirmation["evidence"][1]
