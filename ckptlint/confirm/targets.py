@@ -156,14 +156,16 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
     builder = all(p in SYNTHESISABLE_PARAMETERS for p in required)
     if function.name not in registered and not builder:
         # A helper the file's own builder calls (`return enable_checkpointing(model)`): run the builder;
-        # else a function that calls it and needs nothing (a training function registering hooks it makes).
+        # else, when nothing could run the helper itself, a function that calls it and needs nothing
+        # (a training function registering the hooks a factory makes).
         callers = [f for f in facts.functions.values() if f is not function and _runnable_caller_of(f, function.name)]
-        caller = next((f for f in callers if _returns_value(f)), callers[0] if callers else None)
+        caller = next((f for f in callers if _returns_value(f)), None)
+        if caller is None and callers and not _runs_alone(path, facts, function, required):
+            caller = callers[0]
         if caller is not None:
             function, required, builder = caller, _required_parameters(caller), True
     constructs = tuple(name for name in _called_names(function) if name in facts.classes or name[:1].isupper())
-    kinds = [parameter_kind(p) for p in required]
-    if function.name not in registered and not builder and "model" not in kinds and not _trained_by_a_main(path, facts, function.name):
+    if function.name not in registered and not builder and not _runs_alone(path, facts, function, required):
         signature = ", ".join(required)
         return Unrunnable(
             f"`{function.name}({signature})` takes no model argument to build (none of its parameters is named like one); "
@@ -174,6 +176,11 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
     via = f"{function.name} calls {top.name}" if function is not top else ""
     trains = not required and not _returns_value(function)
     return Target(path, "function", function.name, constructs=constructs, via=via, trains=trains)
+
+
+def _runs_alone(path: str, facts: _FileFacts, function: Union[ast.FunctionDef, ast.AsyncFunctionDef], required: list[str]) -> bool:
+    """Whether a function that is no builder can run: it takes a model to build, or a main trains with it."""
+    return "model" in [parameter_kind(p) for p in required] or _trained_by_a_main(path, facts, function.name)
 
 
 def _reader_of_setting(tree: ast.Module, line: int) -> Optional[int]:
