@@ -587,12 +587,12 @@ class _Summarizer:
         self.collect_object_steps([s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))], "", ())
         self.forwarding: dict[str, list[list[str]]] = {}
         blocks, built, models = self.scan(tree)
-        hf_enables = _hf_enables(tree) if "checkpointing_enable" in source else []
+        enables = hf_enables(tree) if might_switch_hf_checkpointing(source) else []
         wraps = activation_wraps(tree, self.qualify, self.module) if "checkpoint_wrapper" in source or "apply_activation_checkpointing" in source else []
         hooks, registrars = hook_functions(tree, self.qualify, self.module) if might_register_hooks(source) else ({}, ())
         return ModuleSummary(
             self.module, path, self.is_package, dict(self.imports), classes, tuple(functions), aliases, self.instance_freezes,
-            self.param_freezes, hf_enables, built, wraps, self.forwarding, models, self.trains, blocks, self.builders,
+            self.param_freezes, enables, built, wraps, self.forwarding, models, self.trains, blocks, self.builders,
             tuple(self.cache_builders),
             scan_registries(self.module, tree, self.filled, set(self.imports), self.qualify, lambda node: _project_name(self, node)),
             hooks, registrars,
@@ -1374,6 +1374,10 @@ _PEFT_INJECT = frozenset({"peft.inject_adapter_in_model", "peft.mapping.inject_a
 # lacks `lora_` (read in its source; measured in the same test).
 _LORALIB_MARK = frozenset({"loralib.mark_only_lora_as_trainable", "loralib.utils.mark_only_lora_as_trainable"})
 _HF_ENABLE_KWARGS = {"gradient_checkpointing_enable": "gradient_checkpointing_kwargs", "activation_checkpointing_enable": "activation_checkpointing_kwargs"}
+# transformers' argument classes, and trl's configs deriving from them: `gradient_checkpointing=True`
+# makes the Trainer call `gradient_checkpointing_enable(gradient_checkpointing_kwargs)`.
+_ARGUMENTS_SWITCH = re.compile(r"\bgradient_checkpointing\s*=\s*True\b")
+_TRAINING_ARGUMENTS = frozenset({"TrainingArguments", "Seq2SeqTrainingArguments", "SFTConfig", "DPOConfig", "GRPOConfig", "KTOConfig", "ORPOConfig", "CPOConfig", "RewardConfig", "PPOConfig"})
 # transformers' `PeftAdapterMixin.add_adapter(config)` runs peft's `inject_adapter_in_model` on the
 # model itself (every parameter but the adapters frozen) and sets `_hf_peft_config_loaded`
 # (measured on 5.23 / peft 0.21.2: tests/runtime/test_adapter_libraries_runtime.py).
@@ -1399,13 +1403,24 @@ def _built_without_weights(constructor: str) -> bool:
     return last == "from_config" or last[:1].isupper()
 
 
-def _hf_enables(tree: ast.Module) -> list[tuple[int, Optional[bool]]]:
-    """Every `model.gradient_checkpointing_enable(...)` and the mode its literal kwargs select."""
+def might_switch_hf_checkpointing(source: str) -> bool:
+    """Cheap text test before `hf_enables` walks a file."""
+    return "checkpointing_enable" in source or _ARGUMENTS_SWITCH.search(source) is not None
+
+
+def hf_enables(tree: ast.Module) -> list[tuple[int, Optional[bool]]]:
+    """Every `model.gradient_checkpointing_enable(...)`, and every `TrainingArguments(...)` that
+    switches checkpointing on for its Trainer, and the mode its literal kwargs select."""
     found = []
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _HF_ENABLE_KWARGS):
+        if not isinstance(node, ast.Call):
             continue
-        spelled = next((k.value for k in node.keywords if k.arg == _HF_ENABLE_KWARGS[node.func.attr]), node.args[0] if node.args else None)
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _HF_ENABLE_KWARGS:
+            spelled = next((k.value for k in node.keywords if k.arg == _HF_ENABLE_KWARGS[node.func.attr]), node.args[0] if node.args else None)
+        elif _name_of(node.func) in _TRAINING_ARGUMENTS and any(k.arg == "gradient_checkpointing" and literal(k.value) == (True, True) for k in node.keywords):
+            spelled = next((k.value for k in node.keywords if k.arg == "gradient_checkpointing_kwargs"), None)
+        else:
+            continue
         try:
             kwargs = ast.literal_eval(spelled) if spelled is not None else None
         except ValueError:
@@ -1417,6 +1432,11 @@ def _hf_enables(tree: ast.Module) -> list[tuple[int, Optional[bool]]]:
             flag = kwargs.get("use_reentrant", True)
             found.append((node.lineno, flag if isinstance(flag, bool) else None))
     return found
+
+
+def _name_of(func: ast.expr) -> Optional[str]:
+    """The last name a callee spells: `TrainingArguments` of `transformers.TrainingArguments(...)`."""
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
 
 
 class _Reads:

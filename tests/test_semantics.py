@@ -1180,6 +1180,15 @@ def test_transformers_layer_keyword_depends_on_the_enabled_mode():
     assert findings(body, transformers="4.57") == {(11, "CKPT003")}  # 4.x default: use_reentrant=True
     enabled = textwrap.dedent(body) + "\ndef train(model):\n    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': True})\n"
     assert findings(enabled, transformers="5.23") == {(11, "CKPT003")}
+    # Through the Trainer's arguments (trl's configs are TrainingArguments too).
+    for arguments in ("TrainingArguments", "SFTConfig"):
+        trained = textwrap.dedent(body) + (
+            f"\ndef train(model, data):\n    args = {arguments}('out', gradient_checkpointing=True, gradient_checkpointing_kwargs={{'use_reentrant': True}})\n"
+            "    Trainer(model=model, args=args, train_dataset=data).train()\n"
+        )
+        assert findings(trained, transformers="5.23") == {(11, "CKPT003")}, arguments
+    unswitched = textwrap.dedent(body) + "\nargs = TrainingArguments('out', gradient_checkpointing=False, gradient_checkpointing_kwargs={'use_reentrant': True})\n"
+    assert findings(unswitched, transformers="5.23") == set()
 
 
 def test_layer_keyword_computed_afresh_for_each_layer_is_read_once():

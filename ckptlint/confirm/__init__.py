@@ -18,9 +18,8 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from ckptlint import notebooks
-from ckptlint.confirm import targets
+from ckptlint.confirm import targets, usage
 from ckptlint.confirm.registry import example
-from ckptlint.confirm.usage import flat_script
 from ckptlint.findings import COULD_NOT_RUN, NEEDS_EXAMPLE, NEEDS_PACKAGE, NOT_REPRODUCED, Confirmation, Finding, LintReport
 from ckptlint.versions import AssumedVersion, LibraryVersions, parse_version, transformers_default_reentrant
 
@@ -79,7 +78,8 @@ def confirm(
     jobs_list = [_job(target, findings, example_files, device, texts.get(target.path)) for target, findings in groups.items()]
     for job, target in zip(jobs_list, groups):
         job["usage"] = _usage(target, texts.get(target.path))
-        job["flat_script"] = flat_script(target.path, texts.get(target.path))
+        job["flat_script"] = usage.flat_script(target.path, texts.get(target.path))
+        job["hf_checkpointing"] = usage.hf_checkpointing(target.path) if target.kind == "class" else None
     results = pool.run_jobs(jobs_list, timeout=timeout, parallel=jobs or os.cpu_count() or 1, memory_gb=memory_gb)
     for (target, findings), result in zip(groups.items(), results):
         label = target.label(shown[target])
@@ -151,8 +151,6 @@ def _shown_path(target: targets.Target, finding: Finding) -> str:
 def _usage(target: targets.Target, source: Optional[str]) -> dict[str, Any]:
     """How the project builds and calls the target (read statically from its files)."""
     import ast
-
-    from ckptlint.confirm import usage
 
     tree = None
     if source is not None:

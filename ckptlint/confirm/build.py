@@ -181,9 +181,14 @@ def plans_for(job: dict[str, Any], module: types.ModuleType, device: str, exampl
     if not (isinstance(target, type) and issubclass(target, nn.Module)):
         raise CannotRun(f"`{qualname}` is not an nn.Module subclass")
     switches = _switches(job)
-    plans.append(lambda: _class_plan(job, module, target, usage, device, example_errors, switches=switches))
+    # A transformers model of the project's own, switched on where it is trained (a Trainer's
+    # arguments): built bare, it checkpoints nothing; the next plan switches it on that way.
+    hf_switch = job.get("hf_checkpointing") if hf.is_pretrained_class(target) and getattr(target, "supports_gradient_checkpointing", False) else None
+    plans.append(lambda: _class_plan(job, module, target, usage, device, example_errors, switches=switches, more_to_try=hf_switch is not None))
     if switches:
         plans.append(lambda: _class_plan(job, module, target, usage, device, example_errors, switched_on=switches))
+    if hf_switch is not None:
+        plans.append(lambda: _class_plan(job, module, target, usage, device, example_errors, hf_switch=hf_switch))
     return plans
 
 
@@ -235,16 +240,18 @@ def _main_model_plan(job: dict[str, Any], module: types.ModuleType, device: str)
 
 def _class_plan(
     job: dict[str, Any], module: types.ModuleType, target: type, usage: dict[str, Any], device: str, example_errors: Sequence[str],
-    *, switches: Sequence[str] = (), switched_on: Sequence[str] = (),
+    *, switches: Sequence[str] = (), switched_on: Sequence[str] = (), more_to_try: bool = False, hf_switch: Optional[tuple[dict[str, bool], str]] = None,
 ) -> Plan:
     """`switches`: flags the findings' checkpoints are gated on; when the model as built leaves one
-    off, a run that never reaches the checkpoint says nothing (the next plan switches them on)."""
+    off, a run that never reaches the checkpoint says nothing (the next plan switches them on).
+    `hf_switch`: the `gradient_checkpointing_kwargs` the project enables transformers checkpointing
+    with, and where."""
     method = job.get("method")
     construct, how, found = _constructor(module, target, job.get("builders", ()), usage, method, device, example_errors)
     entry_name = method or "forward"
     if switched_on and not _switch_on(construct(), switched_on):
         raise CannotRun(f"no module of {how} has {_flag_names(switched_on)} to switch on")
-    fallible = bool(switches) and _switch_on(construct(), switches)
+    fallible = bool(switches) and _switch_on(construct(), switches) or more_to_try
     callbacks = lightning_fit.FittedCallbacks(module, usage.get("callbacks") or ())
     if callbacks:
         callbacks.apply(construct())  # once, to say in the evidence which hooks fail here
@@ -257,6 +264,8 @@ def _class_plan(
         _switch_on(model, switched_on)
         if setup:
             getattr(model, setup)()
+        if hf_switch is not None:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=dict(hf_switch[0]))
         callbacks.apply(model)
         model.train()
         args, kwargs = found.make()
@@ -267,6 +276,8 @@ def _class_plan(
         shown += f" after its {setup}()"
     if switched_on:
         shown += f" with {_flag_names(switched_on)} switched on (the checkpoint runs only then; the project switches it on where --confirm cannot run)"
+    if hf_switch is not None:
+        shown += f" after gradient_checkpointing_enable(gradient_checkpointing_kwargs={hf_switch[0]}), as the project switches it on at {hf_switch[1]}"
     return Plan(make, shown + (f"; {found.tried}" if found.tried else ""), fallible=fallible)
 
 

@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
+from ckptlint.index import hf_enables, might_switch_hf_checkpointing
 from ckptlint.names import module_name_for
 
 # Folders that are not the project's own code.
@@ -379,6 +380,28 @@ def main_entry(tree: ast.Module) -> tuple[str, Optional[list[ast.stmt]]]:
 def text_of(path: str) -> str:
     """The file's text ("" when unreadable or too big), read once while it is unchanged."""
     return _read(path, _mtime(path))
+
+
+def hf_checkpointing(path: str) -> Optional[tuple[dict[str, bool], str]]:
+    """How the project switches transformers checkpointing on (`gradient_checkpointing_enable(...)`,
+    `TrainingArguments(gradient_checkpointing=True, ...)`), as the static analysis reads it: the
+    `gradient_checkpointing_kwargs` to enable with, reentrant when the project asks for it anywhere,
+    and where; None when nothing in the project switches it on."""
+    found: list[tuple[Optional[bool], str]] = []
+    for file in project_files(path):
+        text = text_of(file)
+        if not might_switch_hf_checkpointing(text):
+            continue
+        try:
+            tree = ast.parse(text, filename=file)
+        except (SyntaxError, ValueError):
+            continue
+        found += [(reentrant, f"{os.path.relpath(file)}:{line}") for line, reentrant in hf_enables(tree)]
+    for wanted in (True, False, None):
+        where = next((spot for reentrant, spot in found if reentrant is wanted), None)
+        if where is not None:
+            return ({} if wanted is None else {"use_reentrant": wanted}), where
+    return None
 
 
 def flat_script(path: str, source: Optional[str] = None) -> bool:
