@@ -679,6 +679,7 @@ class _Summarizer:
         built: list[tuple[str, list[FreezeStep]]] = []
         wrapped: set[int] = set()  # PEFT calls already applied where their result is assigned
         callbacks = _TrainerCallbacks(self)
+        lists: dict[str, list[ast.expr]] = {}  # names bound to a literal list or tuple, for loops over them
         for stmt in body:
             for node in _in_source_order(stmt):
                 if type(node) is ast.Call:
@@ -725,9 +726,11 @@ class _Summarizer:
                         built.append(made)
             if held and self.may_freeze(stmt, finetuning):
                 for name, steps in held.items():
-                    freeze = _freeze_facts(stmt, name, self.path, finetuning)
+                    freeze = _freeze_facts(stmt, name, self.path, finetuning, lists)
                     if freeze:
                         steps.append(FreezeStep(freeze))
+            if type(stmt) is ast.Assign:
+                _bind_local_list(stmt, lists)
         built.extend((ctor, found[name]) for name, ctor in ctors.items())
         return of_params, built
 
@@ -1162,13 +1165,29 @@ def _frozen_table(value: ast.AST) -> Optional[bool]:
     return flag if known and isinstance(flag, bool) else None
 
 
-def _freeze_facts(scope: ast.AST, base: str, path: str, finetuning: frozenset[str] = frozenset()) -> Freeze:
+def _freeze_facts(
+    scope: ast.AST, base: str, path: str, finetuning: frozenset[str] = frozenset(), lists: Optional[dict[str, list[ast.expr]]] = None
+) -> Freeze:
     """Freezing applied to `base` (`self` or a variable) anywhere in `scope`, in source order.
-    `finetuning`: the receivers (`self`, `BaseFinetuning`) whose `freeze(...)` is Lightning's."""
+    `finetuning`: the receivers (`self`, `BaseFinetuning`) whose `freeze(...)` is Lightning's.
+    `lists`: local names bound to a literal list or tuple before `scope` (`stem = [self.conv1, self.bn1]`)."""
     facts = _FreezeFacts(base, path, finetuning)
+    facts.lists.update(lists or {})
     for node in _in_source_order(scope):
         facts.visit(node)
     return facts.freeze
+
+
+def _bind_local_list(node: ast.Assign, lists: dict[str, list[ast.expr]]) -> bool:
+    """Note `name = [...]` / `name = (...)` in `lists` (a name rebound to anything else leaves it);
+    whether `node` binds a plain name."""
+    if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+        return False
+    name = node.targets[0].id
+    lists.pop(name, None)
+    if isinstance(node.value, (ast.List, ast.Tuple)):
+        lists[name] = node.value.elts
+    return True
 
 
 _PARAMETER_LEAVES = frozenset({"weight", "bias"})
@@ -1185,6 +1204,11 @@ class _FreezeFacts:
         self.loops: dict[str, tuple[ast.AST, Optional[str]]] = {}
         # Statements inside such loops -> the name predicate under which they run (absent: always).
         self.conditions: dict[int, list] = {}
+        # Local names bound to a literal list or tuple of modules (`stem = [self.conv1, self.bn1]`).
+        self.lists: dict[str, list[ast.expr]] = {}
+        # Loop variable -> the modules it walks (`for m in [self.conv1, self.bn1]`), and whether it
+        # certainly reaches each of them (not under a slice whose bounds are not literal).
+        self.walks: dict[str, tuple[list[ast.expr], bool]] = {}
 
     def target(self, expr: ast.AST) -> tuple[bool, Optional[str], str]:
         """(is `base` itself, submodule name, whole dotted path) for `base`, `base.X`, `base.X.weight`;
@@ -1212,6 +1236,11 @@ class _FreezeFacts:
     def record(self, expr: ast.AST, frozen: Optional[bool], lineno: int, condition: Optional[list] = None) -> None:
         """`expr`'s parameters set to frozen (True), trainable (False) or either (None): those whose
         names (relative to `expr`) satisfy `condition`, or all of them."""
+        if isinstance(expr, ast.Name) and expr.id in self.walks:
+            modules, certain = self.walks[expr.id]
+            for module in modules:
+                self.record(module, frozen if certain else None, lineno, condition)
+            return
         whole, attr, path = self.target(expr)
         if not whole and not path:
             return
@@ -1234,7 +1263,35 @@ class _FreezeFacts:
             within = ["startswith", f"{attr}."]
             self.then(Freeze(by_name=([["and", within, _UNKNOWN] if condition else within, frozen],), line=line))
 
+    def walked(self, iterable: ast.AST) -> Optional[tuple[list[ast.expr], bool]]:
+        """The modules a loop over `iterable` walks: a literal list or tuple (`*self.blocks` for the
+        blocks), a name bound to one, or a slice of those (every element only maybe, unless the
+        bounds are literal); None for anything else."""
+        if isinstance(iterable, ast.Subscript) and isinstance(iterable.slice, ast.Slice):
+            inner = self.walked(iterable.value)
+            if inner is None:
+                return None
+            bounds = [literal(b) if b is not None else (True, None) for b in (iterable.slice.lower, iterable.slice.upper, iterable.slice.step)]
+            if all(known and (value is None or type(value) is int) for known, value in bounds) and not any(isinstance(m, ast.Starred) for m in inner[0]):
+                lower, upper, step = (value for _, value in bounds)
+                return inner[0][lower:upper:step], inner[1]
+            return inner[0], False
+        if isinstance(iterable, ast.Name):
+            elements = self.lists.get(iterable.id)
+        else:
+            elements = iterable.elts if isinstance(iterable, (ast.List, ast.Tuple)) else None
+        if elements is None:
+            return None
+        return [e.value if isinstance(e, ast.Starred) else e for e in elements], True
+
     def visit(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Assign) and _bind_local_list(node, self.lists):
+            self.walks.pop(node.targets[0].id, None)  # type: ignore[attr-defined]
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name):
+            self.walks.pop(node.target.id, None)
+            walked = self.walked(node.iter)
+            if walked is not None:
+                self.walks[node.target.id] = walked
         if isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Attribute):
             if node.iter.func.attr in ("parameters", "named_parameters"):
                 names = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]

@@ -870,12 +870,27 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         site.eval_only = scope.eval_only > 0
         site.training_only = scope.training_only > 0
         site.gates = None if None in scope.gates else tuple(dict.fromkeys(g for gates in scope.gates for g in gates))  # type: ignore[union-attr]
-        site.forwarded = function_scope is not None and _handed_in(site.function, function_scope)
+        site.forwarded = function_scope is not None and _handed_in(site.function, function_scope, self.index)
+        if site.kind in (ApiKind.CHECKPOINT, ApiKind.SEQUENTIAL) and function_scope is not None:
+            site.callee_frozen = self.frozen_callee(site, function_scope.class_qualname)
         self.sites.append(site)
         if site.kind is not ApiKind.HF_TRAINING_ARGS:  # TrainingArguments evaluate to the object a Trainer is handed
             self.call_values[id(site.call)] = self.checkpoint_output(site)
         if site.kind.runs_checkpoint and site.kind is not ApiKind.WRAPPED_MODULE_CALL:  # that call was noted as it is spelled
             self.note_checkpointed_call(site)
+
+    def frozen_callee(self, site: CheckpointSite, owner: Optional[str]) -> Optional[str]:
+        """How the module a checkpoint runs is frozen whole, when it is a submodule of `self` (or an
+        element of one): `checkpoint_sequential(self.backbone, ...)`, `for blk in self.blocks: checkpoint(blk, ...)`."""
+        function = site.function
+        if isinstance(function, ModuleObject) and function.path and function.origin.removeprefix("an element of ").startswith("self."):
+            attr, classes = function.path[0][1], function.classes
+        else:
+            spelled = next((arg.value for arg in site.call.args if not arg.keyword), None)
+            if not (isinstance(spelled, cst.Attribute) and isinstance(spelled.value, cst.Name) and spelled.value.value == "self"):
+                return None
+            attr, classes = spelled.attr.value, function.classes if isinstance(function, ModuleObject) else ()
+        return self.flow.frozen(owner, ModuleObject(classes, f"self.{attr}")) or None
 
     def checkpoint_output(self, site: CheckpointSite) -> Value:
         """A reentrant checkpoint's output requires grad only if one of its inputs does."""
@@ -909,17 +924,19 @@ def _links_to_a_graph(value: Value) -> bool:
     return isinstance(value, Tensor) and value.grad is Grad.UNKNOWN and not value.leaf
 
 
-def _handed_in(function: Optional[Value], scope: "Scope") -> bool:
+def _handed_in(function: Optional[Value], scope: "Scope", index: ProjectIndex) -> bool:
     """Whether a checkpointed callable is what the enclosing function was handed: one of its
     parameters (or a partial of one), the module itself in `__call__`, or a module handed to the
-    constructor and held (`self.module = module`)."""
+    constructor and held (`self.module = module`). A top-level model holding one is no wrapper: its
+    forward gets data from outside whoever calls it, and the module it holds is what its
+    constructions pass, so the checkpoint is a site of its own where it is written."""
     if isinstance(function, Partial):
         function = function.func
     if not isinstance(function, Param):
         return False
     if function.function == scope.qualname:
         return function.name != "self" or scope.method == "__call__"
-    return scope.class_qualname is not None and function.function.endswith(".__init__")
+    return scope.class_qualname is not None and function.function.endswith(".__init__") and not index.is_top_level_model(scope.class_qualname)
 
 
 def build_file_model(

@@ -92,6 +92,10 @@ class CheckpointSite:
     captured: dict[str, Value] = field(default_factory=dict)
     # Whether the checkpointed module owns parameters (None: unknown or not a module).
     callee_has_parameters: Optional[bool] = None
+    # How every parameter of the checkpointed module is frozen, when it is a submodule the enclosing
+    # class (or code holding it) freezes whole (`self.backbone` after `self.backbone.requires_grad_(False)`):
+    # nothing inside can train, so nothing loses a gradient. None: not known to be frozen.
+    callee_frozen: Optional[str] = None
     # What the `__init__` that built the checkpointed module received, as every known construction
     # of its class passes it (ckptlint/model/construction.py); None: not resolved.
     built_with: Optional[dict[str, Const]] = None

@@ -17,8 +17,9 @@ if TYPE_CHECKING:
 def no_grad_inputs(site: CheckpointSite) -> list[Tensor]:
     """The tensor inputs, when every input certainly cannot require grad (else empty): tensors that
     do not, and modules or constants handed to the checkpointed function (`checkpoint(self.step,
-    layer, h, 0.5)`), which reentrant checkpointing passes through as plain objects."""
-    if not site.kind.runs_checkpoint or not site.reentrant or site.has_star_args or site.callee_has_parameters is False:
+    layer, h, 0.5)`), which reentrant checkpointing passes through as plain objects. Nothing when
+    the checkpointed module has no parameter that could train (none, or every one frozen)."""
+    if not site.kind.runs_checkpoint or not site.reentrant or site.has_star_args or site.callee_has_parameters is False or site.callee_frozen:
         return []
     tensors = [v for v in site.input_values if isinstance(v, Tensor)]
     if tensors and all(v.grad is Grad.NONE for v in tensors) and all(isinstance(v, (Tensor, ModuleObject, Const)) for v in site.input_values):
