@@ -2282,14 +2282,20 @@ class ProjectIndex:
             # `model = build_model()` folded into a library model: the steps on what a builder called here returned.
             built = next((b for key in freezes if key.startswith(f"{function}|") and (b := self._built_by(key.split("|", 1)[1])) and b[2] == ctor), None)
             steps = freezes.get(instance_key(function, built[0])) if built is not None else steps
-        if steps is None and built is None:
-            return None
+        owner = self.canonical(built[2] if built else ctor)
         start = None
         if built is not None and depth < _MAX_FREEZE_DEPTH:
             # `model = build_model()`: what the builder did to the object it returns comes first
             # (builders calling builders, bounded: a builder may call itself).
             start = self.instance_freeze(built[1], built[0].rsplit(".", 1)[-1], built[2], depth + 1)
-        freeze, paths = self._fold(steps or [], self.canonical(built[2] if built else ctor), 0, start)
+        elif built is None:
+            # A project class's `__init__` ran first: what it froze of the object (`self.vision.requires_grad_(False)`).
+            init, cited = self._method_effect(owner, "__init__", 0)
+            start = init if init else None
+            self.cited |= cited
+        if steps is None and start is None and built is None:
+            return None
+        freeze, paths = self._fold(steps or [], owner, 0, start)
         self.cited |= paths
         return freeze
 

@@ -195,3 +195,18 @@ def test_a_held_vit_frozen_by_its_holder(holder, trains, real_transformers):
     model(torch.randn(2, 3, 8, 8)).sum().backward()
     layer = list(vit_layers(model)[0].parameters())
     assert all((p.grad is not None) == trains for p in layer)
+
+
+@pytest.mark.parametrize(("build", "trains"), [("enabled_on_a_holder_frozen_in_its_init", False), ("enabled_on_a_holder_with_its_classifier_frozen", True)])
+def test_checkpointing_enabled_from_outside_on_a_vit_its_holder_froze(build, trains, real_transformers, capture_warnings):
+    """The holder's `__init__` froze the embeddings block; `model.backbone.gradient_checkpointing_enable(...)`
+    from outside switches the ViT to reentrant checkpointing all the same."""
+    parts = load_fixture("hf_frozen_parts", transformers_module=real_transformers)
+    torch.manual_seed(0)
+    model = getattr(parts, build)().train()
+    assert model.backbone.is_gradient_checkpointing
+    model(torch.randn(2, 3, 8, 8)).sum().backward()
+    assert all((p.grad is not None) == trains for layer in vit_layers(model) for p in layer.parameters())
+    assert model.backbone.classifier.weight.grad is None if trains else model.backbone.classifier.weight.grad is not None
+    assert (NO_INPUT_GRAD_WARNING in warning_texts(capture_warnings)) != trains
+
