@@ -2299,6 +2299,22 @@ class ProjectIndex:
         self.cited |= paths
         return freeze
 
+    def freezes_after(self, builder: str, ctor: str) -> list[Freeze]:
+        """What the callers of a builder function (`def load(name): ...; return model`) do to the
+        object of `ctor` it returns, each folded after what the builder did to it: `model =
+        load(name)` then a freeze loop in the caller. Empty when the function is no such builder."""
+        built = self._built_by(builder)
+        if built is None or self.canonical(built[2]) != self.canonical(ctor):
+            return []
+        found = []
+        for module in self.modules.values():
+            for key in module.instance_freezes:
+                caller, _, made = key.partition("|")
+                freeze = self.instance_freeze(module.name, caller, made) if self.canonical(made) == built[0] else None
+                if freeze:
+                    found.append(freeze)
+        return found
+
     def registry_names(self) -> frozenset[str]:
         """The names of the project's registries of classes, wherever defined (a cheap first test)."""
         if self._registry_names is None:

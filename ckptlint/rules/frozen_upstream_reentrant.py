@@ -82,28 +82,35 @@ class FrozenUpstreamReentrant(Rule):
         held = HELD.fullmatch(receiver.origin) if isinstance(receiver, ModuleObject) and enclosing_class else None
         function = (enclosing_function or "").removeprefix(model.module + ".").split(".", 1)[0]
         holder_ctor = _constructor(receiver_holder[0]) if receiver_holder else None
+        freezes: list[Optional[Freeze]]
         if held:
             # A model the class holds (`self.model`, a LightningModule's): frozen by the class's code.
-            freeze: Optional[Freeze] = model.index.freeze_of(enclosing_class)
-            holder = held.group(1)
+            freezes, holder = [model.index.freeze_of(enclosing_class)], held.group(1)
         elif receiver_holder and holder_ctor:
             # `model.bert.gradient_checkpointing_enable()`: frozen through the object built here.
-            freeze, holder = model.index.instance_freeze(model.module, function, holder_ctor), receiver_holder[1]
+            freezes, holder = [model.index.instance_freeze(model.module, function, holder_ctor)], receiver_holder[1]
         else:
-            freeze, holder = model.index.instance_freeze(model.module, function, ctor), ""
+            # Enabled in a loader that returns the model: each caller may freeze it afterwards.
+            freezes, holder = [model.index.instance_freeze(model.module, function, ctor), *model.index.freezes_after(f"{model.module}.{function}", ctor)], ""
         ctor = model.index.builds(ctor) or ctor  # `model = build_model()`: the model it builds
-        if freeze is None or freeze.input_grad_hook or not inputs_frozen(
-            freeze, _library_class(model, freeze.wrapped or ctor), holder, receiver.checkpoint if isinstance(receiver, Instance) and not freeze.wrapped else None
-        ):
-            return None
-        if transformers_default_reentrant(model.versions.transformers) or freeze.hook_undone:
-            return freeze  # 4.x adds the hook only with PEFT; disabling it or swapping embeddings drops it
-        # 5.x hooks models whose main input is `input_ids`; vision and audio models get nothing.
-        ctor = freeze.wrapped or ctor  # under a PEFT wrapper, the class of the model it holds
-        main_input = model.index.attribute(ctor, "main_input_name")
-        if main_input is not None and main_input.has_constant:
-            return freeze if main_input.constant != "input_ids" else None
-        return freeze if any(marker in ctor for marker in VISION_OR_AUDIO) else None
+        return next((f for f in freezes if f is not None and _reaches_layers(model, f, ctor, holder, receiver)), None)
+
+
+def _reaches_layers(model: FileModel, freeze: Freeze, ctor: str, holder: str, receiver: Value) -> bool:
+    """Whether, after `freeze`, the first checkpointed layer of the model (built by `ctor`, at
+    `holder` in the frozen object) gets an input that cannot require grad and no hook fixes it."""
+    if freeze.input_grad_hook or not inputs_frozen(
+        freeze, _library_class(model, freeze.wrapped or ctor), holder, receiver.checkpoint if isinstance(receiver, Instance) and not freeze.wrapped else None
+    ):
+        return False
+    if transformers_default_reentrant(model.versions.transformers) or freeze.hook_undone:
+        return True  # 4.x adds the hook only with PEFT; disabling it or swapping embeddings drops it
+    # 5.x hooks models whose main input is `input_ids`; vision and audio models get nothing.
+    ctor = freeze.wrapped or ctor  # under a PEFT wrapper, the class of the model it holds
+    main_input = model.index.attribute(ctor, "main_input_name")
+    if main_input is not None and main_input.has_constant:
+        return main_input.constant != "input_ids"
+    return any(marker in ctor for marker in VISION_OR_AUDIO)
 
 
 def _constructor(value: Optional[Value]) -> Optional[str]:

@@ -210,3 +210,23 @@ def test_checkpointing_enabled_from_outside_on_a_vit_its_holder_froze(build, tra
     assert model.backbone.classifier.weight.grad is None if trains else model.backbone.classifier.weight.grad is not None
     assert (NO_INPUT_GRAD_WARNING in warning_texts(capture_warnings)) != trains
 
+
+@pytest.mark.parametrize(("build", "trains"), [("tune_queries", False), ("tune_queries_hooked", True), ("tune_queries_non_reentrant", True)])
+def test_a_loader_enables_checkpointing_and_the_caller_freezes(build, trains, real_transformers, capture_warnings):
+    """`load_with_vectors` switches a Llama to reentrant checkpointing, then swaps its embedding (the
+    5.x input-grad hook sat on the old one); its caller freezes all but the queries: backward fails.
+    Keeping the hooked embedding, or non-reentrant checkpointing, trains the queries."""
+    loaders = load_fixture("hf_loaders", transformers_module=real_transformers)
+    torch.manual_seed(0)
+    model = getattr(loaders, build)().train()
+    ids = torch.randint(0, 64, (2, 5))
+    if not trains:
+        with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad"):
+            model(input_ids=ids, labels=ids).loss.backward()
+        assert NO_INPUT_GRAD_WARNING in warning_texts(capture_warnings)
+        return
+    model(input_ids=ids, labels=ids).loss.backward()
+    queries = [p for name, p in model.named_parameters() if "q_proj" in name]
+    assert queries and all(p.grad is not None for p in queries)
+    assert NO_INPUT_GRAD_WARNING not in warning_texts(capture_warnings)
+
