@@ -1313,6 +1313,9 @@ class _FreezeFacts:
                 self.then(Freeze(input_grad_hook=True))
             elif method in ("disable_input_require_grads", "set_input_embeddings") and self.target(node.func.value)[0]:
                 self.then(Freeze(hook_undone=True))
+                if method == "set_input_embeddings" and node.args and _frozen_table(node.args[0]):
+                    # `set_input_embeddings(nn.Embedding.from_pretrained(weights))`: the new table is frozen.
+                    self.then(Freeze(paths=(INPUT_EMBEDDINGS_CALL,), line=node.lineno))
             elif method in lightning.FINETUNING_METHODS and dotted(node.func.value) in self.finetuning:
                 self.finetuning_call(node, *lightning.FINETUNING_METHODS[method])
 

@@ -94,6 +94,7 @@ EVIDENCE = {
     **{("frozen_stages.py", line, "CKPT005"): [r"layer2\.0\.weight: grad None with checkpointing", r"torch warned: None of the inputs have requires_grad=True"] for line in (48, 61, 75)},
     ("frozen_stages.py", 109, "CKPT001"): [r"backbone\.0\.0\.weight: grad None with checkpointing", r"built by build_trainable_probe\(\)"],
     **{("hf_frozen_parts.py", line, "CKPT005"): [r"vit\.layers\.0\.\S+: grad None with checkpointing"] for line in (24, 32, 59, 91)},
+    ("hf_loaders.py", 78, "CKPT005"): [r"model\.layers\.0\.\S+: grad None with checkpointing", r"ran the model built by tune_with_frozen_vectors\(\)"],
     ("hf_loaders.py", 29, "CKPT005"): [r"element 0 of tensors does not require grad", r"ran the model built by tune_queries\(\)", r"target chosen because tune_queries calls load_with_vectors"],
     ("hf_vision_adapters.py", 128, "CKPT005"): [r"element 0 of tensors does not require grad", r"pixel_values=float32\[2, 3, 8, 8\]"],
     ("hf_trainer.py", 31, "CKPT005"): [r"element 0 of tensors does not require grad", r"ran fine_tune_reentrant with example trainer_call\(\)"],
@@ -276,7 +277,7 @@ LOOK_ALIKES = [
     ("frozen_stages.py", "ConvFrozenStem", "checkpoint(", "CKPT005"),
     ("frozen_stages.py", "FrozenBackboneProbe", "checkpoint_sequential(", "CKPT001"),
     ("hf_frozen_parts.py", "enabled_on_a_holder_with_its_classifier_frozen", "gradient_checkpointing_enable(", "CKPT005"),
-    *(("hf_loaders.py", name, "gradient_checkpointing_enable(", "CKPT005") for name in ("load_hooked", "load_non_reentrant")),
+    *(("hf_loaders.py", name, "gradient_checkpointing_enable(", "CKPT005") for name in ("load_hooked", "load_non_reentrant", "load_with_trainable_vectors")),
     ("hf_vision_adapters.py", "build_reentrant_with_input_grads", "gradient_checkpointing_enable(", "CKPT005"),
     *(("hf_trainer.py", name, "TrainingArguments(", "CKPT005") for name in (
         "fine_tune_default", "fine_tune_reentrant_with_input_grads", "fine_tune_reentrant_unfrozen", "fine_tune_without_checkpointing",

@@ -230,3 +230,19 @@ def test_a_loader_enables_checkpointing_and_the_caller_freezes(build, trains, re
     assert queries and all(p.grad is not None for p in queries)
     assert NO_INPUT_GRAD_WARNING not in warning_texts(capture_warnings)
 
+
+@pytest.mark.parametrize(("build", "trains"), [("tune_with_frozen_vectors", False), ("tune_with_trainable_vectors", True)])
+def test_a_loader_swaps_in_pretrained_vectors(build, trains, real_transformers, capture_warnings):
+    """`set_input_embeddings(nn.Embedding.from_pretrained(vectors))` after reentrant checkpointing was
+    enabled: the table is frozen (`freeze=True` by default) and the 5.x hook sat on the old one, so
+    the layers get no gradient while the head trains; `freeze=False` keeps the layers training."""
+    loaders = load_fixture("hf_loaders", transformers_module=real_transformers)
+    torch.manual_seed(0)
+    model = getattr(loaders, build)().train()
+    ids = torch.randint(0, 64, (2, 5))
+    model(input_ids=ids, labels=ids).loss.backward()
+    layers = [p for name, p in model.named_parameters() if ".layers." in name]
+    assert layers and all((p.grad is not None) == trains for p in layers)
+    assert model.lm_head.weight.grad is not None
+    assert (NO_INPUT_GRAD_WARNING in warning_texts(capture_warnings)) != trains
+
