@@ -68,7 +68,8 @@ class FrozenUpstreamReentrant(Rule):
                         "pass `gradient_checkpointing_kwargs={\"use_reentrant\": False}`, or call "
                         "`model.enable_input_require_grads()` after freezing"
                         + (" (or enable checkpointing before `get_peft_model`)" if freeze.adapter_wrap else ""),
-                        fixes=input_require_grads(model, site),
+                        # A hook added right after enabling is lost if the code drops it later (`set_input_embeddings`).
+                        fixes=input_require_grads(model, site) if not freeze.hook_undone else (),
                     )
 
     @staticmethod
