@@ -746,6 +746,7 @@ def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
         _MODELS.add(model, unit.source)
     resolver = Resolver(model, _MODELS.callers)
     model.sites = resolver.sites()
+    model.value_in_region = resolver.in_region
     model.grad_free_checkpoints = grad_free_checkpoints(model, resolver)
     result["unresolved"] = sum(not site.resolved for site in model.sites)
     rules = [rule() for rule in all_rules()]

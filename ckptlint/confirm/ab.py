@@ -102,6 +102,8 @@ class RunOutcome:
     generators: dict[str, torch.Tensor] = field(default_factory=dict)
     attributes: dict[str, bool] = field(default_factory=dict)  # requires_grad at the end of forward
     containers: dict[str, str] = field(default_factory=dict)  # lengths / structure after backward
+    # What the run added to the tensors in module-level dicts of the project's modules (a log summed into).
+    global_tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     calls: list[CallRecord] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     backward: list[bool] = field(default_factory=list)  # per step: did we backpropagate a loss
@@ -711,6 +713,38 @@ def _module_containers(model: Any, out: dict[str, str]) -> None:
                 out[name] = f"{type(value).__name__} of {len(value)}"
 
 
+def _module_globals(model: Any) -> dict[str, tuple[str, int, dict[Any, torch.Tensor]]]:
+    """The lists, dicts and sets kept at module level by the project modules that define the model's
+    classes (libraries left out): name -> (type, length, tensors a dict holds by key, copied)."""
+    found: dict[str, tuple[str, int, dict[Any, torch.Tensor]]] = {}
+    if not isinstance(model, torch.nn.Module):
+        return found
+    libraries = _library_dirs()
+    for name in sorted({type(m).__module__ for m in model.modules()}):
+        module = sys.modules.get(name)
+        where = os.path.abspath(getattr(module, "__file__", None) or os.sep)
+        if module is None or where.startswith(libraries) or f"{os.sep}site-packages{os.sep}" in where:
+            continue
+        for key, value in vars(module).items():
+            if key.startswith("__") or not isinstance(value, (list, dict, set)):
+                continue
+            tensors = {k: v.detach().clone() for k, v in list(value.items())[:8] if isinstance(v, torch.Tensor)} if isinstance(value, dict) else {}
+            found[f"global {name}.{key}"] = (type(value).__name__, len(value), tensors)
+    return found
+
+
+def _global_changes(before: dict[str, tuple[str, int, dict[Any, torch.Tensor]]], after: dict[str, tuple[str, int, dict[Any, torch.Tensor]]], outcome: RunOutcome) -> None:
+    """What one run did to module-level containers: how much each grew, and what it added to the
+    tensors a dict holds (runs A and B share the module, so only their own changes compare)."""
+    for name, (kind, length, tensors) in after.items():
+        _, length_before, tensors_before = before.get(name, (kind, 0, {}))
+        outcome.containers[name] = f"{kind} grown by {length - length_before}"
+        for key, tensor in tensors.items():
+            previous = tensors_before.get(key)
+            added = tensor - previous if previous is not None and previous.shape == tensor.shape else tensor
+            outcome.global_tensors[f"{name}[{key!r}]"] = added
+
+
 def attribute_grads(model: Any) -> dict[str, bool]:
     """requires_grad of the tensors that modules hold as plain attributes (or in lists/dicts)."""
     found: dict[str, bool] = {}
@@ -816,6 +850,7 @@ def run(make: Make, *, reference: bool, steps: int, plan: Optional[list[bool]] =
                 hook = model.register_forward_hook(take_snapshot)
             seed_everything()
             output = None
+            before = _module_globals(model)
             try:
                 for index in range(steps):
                     phase = f"step {index + 1}" if steps > 1 else "forward"
@@ -844,6 +879,7 @@ def run(make: Make, *, reference: bool, steps: int, plan: Optional[list[bool]] =
             finally:
                 if hook is not None:
                     hook.remove()
+            _global_changes(before, _module_globals(model), outcome)
             if deferred is not None:
                 model = deferred.resolve()
                 snapshot = deferred.snapshot()
@@ -905,6 +941,7 @@ class ComparisonReport:
     params_compared: int = 0
     buffer_differences: list[tuple[str, float]] = field(default_factory=list)
     buffers_compared: int = 0
+    global_differences: list[tuple[str, float]] = field(default_factory=list)  # tensors in module-level dicts
     rng_drift: list[str] = field(default_factory=list)
     rng_compared: list[str] = field(default_factory=list)
     attribute_differences: list[tuple[str, bool, Optional[bool]]] = field(default_factory=list)
@@ -919,7 +956,7 @@ class ComparisonReport:
         """True when the checkpointed run trains exactly like its direct twin."""
         return not (
             self.error_with or self.error_without or self.grad_none_with or self.grad_unexpected_with
-            or self.grad_differences or self.buffer_differences or self.rng_drift
+            or self.grad_differences or self.buffer_differences or self.global_differences or self.rng_drift
             or self.attribute_differences or self.container_differences
         )
 
@@ -954,7 +991,8 @@ class ComparisonReport:
         return lines
 
     def buffer_evidence(self, within: Callable[[str], bool] = lambda name: True) -> list[str]:
-        return [f"buffer {name}: differs after the step (max |Δ| {diff:.3g})" for name, diff in self.buffer_differences if within(name)][:4]
+        lines = [f"buffer {name}: differs after the step (max |Δ| {diff:.3g})" for name, diff in self.buffer_differences if within(name)][:4]
+        return lines + [f"{name}: the run added a different amount (max |Δ| {diff:.3g})" for name, diff in self.global_differences if within(name)][:4]
 
     def rng_evidence(self) -> list[str]:
         return [f"{name} stream differs after the step: the recompute drew again" for name in self.rng_drift]
@@ -1039,6 +1077,12 @@ def diff(a: RunOutcome, b: RunOutcome, *, steps: int, device: str, rtol: float, 
         same = got.shape == ref.shape and (torch.equal(got, ref) if exact else torch.allclose(got, ref, rtol=rtol, atol=atol, equal_nan=True))
         if not same:
             report.buffer_differences.append((name, _relative(got, ref)[1] if got.shape == ref.shape else math.inf))
+    for name, ref in b.global_tensors.items():
+        got = a.global_tensors.get(name)
+        if got is None:
+            continue
+        if got.shape != ref.shape or not torch.allclose(got, ref, rtol=rtol, atol=atol, equal_nan=True):
+            report.global_differences.append((name, _relative(got, ref)[1] if got.shape == ref.shape else math.inf))
     report.rng_compared = list(b.rng)
     report.rng_drift = [name for name in b.rng if name in a.rng and not _same_rng(a.rng[name], b.rng[name])]
     for name, state in b.generators.items():

@@ -164,6 +164,9 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
             caller = callers[0]
         if caller is not None:
             function, required, builder = caller, _required_parameters(caller), True
+        elif (line_in_class := _call_in_a_class(facts, function.name)) is not None:
+            # A helper a module's method calls (`record(logits)` in a block's forward): run that class.
+            return resolve(path, line_in_class, examples, source)
     constructs = tuple(name for name in _called_names(function) if name in facts.classes or name[:1].isupper())
     if function.name not in registered and not builder and not _runs_alone(path, facts, function, required):
         signature = ", ".join(required)
@@ -428,6 +431,12 @@ def _called_names(node: ast.AST) -> list[str]:
         if isinstance(child, ast.Call) and isinstance(child.func, ast.Name) and child.func.id not in names:
             names.append(child.func.id)
     return names
+
+
+def _call_in_a_class(facts: _FileFacts, helper: str) -> Optional[int]:
+    """The line of the first call of `helper` inside a class of the file."""
+    lines = [n.lineno for cls in facts.classes.values() for n in ast.walk(cls) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == helper]
+    return min(lines) if lines else None
 
 
 def _returns_value(function: ast.AST) -> bool:

@@ -101,15 +101,6 @@ from ckptlint.versions import LibraryVersions
 
 # Parameters named like this are iterated as data loaders (`for x, y in loader:`).
 LOADER_NAME = re.compile(r"(^|_)(data)?loader$|dataloader", re.IGNORECASE)
-def holds_tensor(value: Value) -> bool:
-    """A tensor, or a list, tuple or dict literal holding one (`self.aux.extend([loss])`)."""
-    if isinstance(value, Items):
-        return any(holds_tensor(v) for v in value.values)
-    if isinstance(value, DictLit):
-        return any(holds_tensor(v) for v in value.entries.values())
-    return isinstance(value, Tensor)
-
-
 LIST_AND_DICT_UPDATES = frozenset({"append", "extend", "insert", "update", "setdefault"})
 _REMOVALS = frozenset({"pop", "popitem", "clear", "remove"})
 INPLACE_UPDATES = frozenset({"add_", "copy_", "mul_", "fill_", "zero_", "index_add_", "scatter_add_", "lerp_"})
@@ -576,9 +567,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         scope = self.scope
         if scope.facts is None or scope.eval_only:
             return
-        tensor = holds_tensor(stored)
         if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value == "self":
-            scope.facts.mutations.append(ContainerMutation(node, f"self.{receiver.attr.value}", "self", False, method, tensor))
+            scope.facts.mutations.append(ContainerMutation(node, f"self.{receiver.attr.value}", "self", False, method, stored))
         elif isinstance(receiver, cst.Name):
             name = receiver.value
             if name in scope.params:
@@ -589,7 +579,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
                 owner = "outer"
             else:
                 return  # a local container: nothing escapes
-            scope.facts.mutations.append(ContainerMutation(node, name, owner, False, method, tensor))
+            scope.facts.mutations.append(ContainerMutation(node, name, owner, False, method, stored))
 
     def bind_loop_target(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
         element: Value = UNKNOWN
@@ -670,6 +660,14 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
     def leave_AugAssign(self, node: cst.AugAssign) -> None:
         increment = self.evaluate(node.value)
         target = node.target
+        if isinstance(target, cst.Subscript):
+            # `totals[name] += t` / `tracker[name][i] += t`: adds into what the container holds.
+            container = target.value
+            while isinstance(container, cst.Subscript):
+                container = container.value
+            self.forget_contents(container)
+            self.mutate_container(container, node, "accumulate", increment)
+            return
         if not isinstance(target, cst.Attribute):
             self.bind_target(target, join_grad([self.evaluate(target), increment], Spelling("{}", target)), node)
             return
@@ -794,6 +792,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
                         facts.reseeds.add(module)
                 else:
                     facts.unreplayed_rng.append(Effect(node, f"`{code(func)}()` draws from the `{module}` generator, which checkpoint never restores", module))
+            elif (split := self.index.split(name))[0] is not None and split[1] in split[0].functions:
+                facts.function_calls.append(name)  # a project function: it runs where this one does
         elif isinstance(callee, LocalFunction) and callee.node is None:
             facts.method_calls.append(callee.qualname)
         for arg in node.args:

@@ -295,6 +295,9 @@ class Evaluation:
             config = built_elsewhere(made, self.index.returns_cached_model(func.qualname)) if made else None
             if config is not None:
                 return Instance(made, node, config)  # `LlamaForCausalLM(cached_llama())`, the helper in another file
+            if made is None and not isinstance(returned, Instance) and any(isinstance(v, SYMBOLIC) for v in inputs):
+                # Fed this function's parameters: a tensor (as above) once its callers pass one.
+                return CallOf(func, tuple(inputs), Spelling("`{}`", node))
             if isinstance(returned, Instance):
                 # `model = load("meta-llama/Llama-3.2-1B")`: the name the helper loads, maybe this call's argument.
                 checkpoint = returned.checkpoint or self.checkpoint_name(returned.ctor, returned.node, facts, node)

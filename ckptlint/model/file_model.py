@@ -15,7 +15,7 @@ from ckptlint.versions import LibraryVersions
 
 if TYPE_CHECKING:
     from ckptlint.model.grad_free import GradFreeCheckpoint
-    from ckptlint.model.regions import Region
+    from ckptlint.model.regions import Region, RegionPart
 
 
 
@@ -49,6 +49,9 @@ class FileModel:
     hooks: list[HookRegistration] = field(default_factory=list)
     # Other files' models by module name, for callees defined elsewhere (set by the engine).
     models: Callable[[str, str], Optional["FileModel"]] = lambda module, qualname: None
+    # What a value of a region's function holds there, once callers are known (set by the engine:
+    # `summaries.Resolver.in_region`); unresolved, it is the value as the function's dataflow saw it.
+    value_in_region: Callable[["RegionPart", Value], Value] = lambda part, value: value
     _regions: dict[int, "Region"] = field(default_factory=dict)
 
     def model_for(self, module: str, qualname: str) -> Optional["FileModel"]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Optional
 
-from ckptlint.model.sites import FunctionFacts, HookRegistration
+from ckptlint.model.sites import CallRecord, FunctionFacts, HookRegistration
 
 from ckptlint.model.construction import Context, passed, resolve
 from ckptlint.model.dataflow import held_module
@@ -25,8 +25,9 @@ _MAX_FUNCTIONS = 64  # deep module trees: enough to see every layer type, bounde
 # A module path: (class that binds the attribute, attribute) per step, values.ELEMENT into containers.
 _Path = tuple[tuple[str, str], ...]
 # (file, callable or module, its `__init__` context, module path and class of the object it runs on,
-# whether the code is seen calling it: a submodule only held may run through helpers, or not at all).
-_Work = tuple["FileModel", Optional[Value], Optional[Context], _Path, Optional[str], bool]
+# whether the code is seen calling it: a submodule only held may run through helpers, or not at all,
+# and the part whose body calls it).
+_Work = tuple["FileModel", Optional[Value], Optional[Context], _Path, Optional[str], bool, Optional["RegionPart"]]
 
 
 @dataclass
@@ -44,6 +45,11 @@ class RegionPart:
     on_entry: bool = False
     # The file that registers the hook.
     registered_in: Optional[str] = None
+    # The part whose body runs this function, and its calls of it there (whose arguments are what
+    # the function's parameters hold in the region); None and () for the entry, a hook, a submodule
+    # only held.
+    caller: Optional["RegionPart"] = None
+    calls: tuple[CallRecord, ...] = ()
 
 
 @dataclass
@@ -63,11 +69,11 @@ def region_of(model: "FileModel", function: Optional[Value], inputs: int = 0, bu
     hooks = _Hooks(model)
     # Each function runs for a module instance whose `__init__` arguments may be known (a context),
     # at a module path (the object a method runs on: where its `self.<attr>` modules sit).
-    work: list[_Work] = [(model, function, built_with, (), None, True)]
+    work: list[_Work] = [(model, function, built_with, (), None, True, None)]
     while work and len(region.parts) < _MAX_FUNCTIONS:
-        current, value, context, within, self_class, called = work.pop()
+        current, value, context, within, self_class, called, caller = work.pop()
         if isinstance(value, Partial):
-            work.append((current, value.func, context, within, self_class, called))
+            work.append((current, value.func, context, within, self_class, called, caller))
         elif isinstance(value, Lambda):
             facts = current.lambdas.get(id(value.node))
             if facts is not None:
@@ -79,7 +85,7 @@ def region_of(model: "FileModel", function: Optional[Value], inputs: int = 0, bu
                 if located is None:
                     region.complete = False
                 else:
-                    _add(region, work, located[0], located[1], None, entry, context, within)
+                    _add(region, work, located[0], located[1], None, entry, context, within, _calls_from(caller, value.qualname))
         elif isinstance(value, ModuleObject):
             arguments = dict(value.arguments) if value.arguments is not None else None
             at = _module_path(current, value, within, self_class)
@@ -98,12 +104,13 @@ def region_of(model: "FileModel", function: Optional[Value], inputs: int = 0, bu
                 if located is None:
                     region.complete = region.complete and cls.startswith("torch.nn.")
                     continue
-                _add(region, work, located[0], located[1], cls, entry, inner, at)
+                via = _calls_from(caller, f"{owner.qualname}.forward") if called else (None, ())
+                _add(region, work, located[0], located[1], cls, entry, inner, at, via)
                 # Submodules built in __init__ but called through helpers still run in the region.
                 for name in current.index.ancestors(cls):
                     summary = current.index.class_(name)
                     for attr, binding in summary.attrs.items() if summary else ():
-                        work.append((located[0], held_module(current.index, binding, "", path=((name, attr),)), inner, at, cls, False))
+                        work.append((located[0], held_module(current.index, binding, "", path=((name, attr),)), inner, at, cls, False, None))
             if called and not value.skips_hooks:
                 # Its hooks run inside its call (after its forward's part: the entry's part comes first).
                 for registered_in, registration, hook in hooks.on(value, at):
@@ -130,16 +137,31 @@ def _entry_binding(function: Optional[Value], inputs: int) -> tuple[int, frozens
     return inputs, frozenset()
 
 
-def _add(region: Region, work: list, model: "FileModel", facts: FunctionFacts, owner: Optional[str], entry=None, context: Optional[Context] = None, within: _Path = ()) -> None:
+def _calls_from(caller: Optional[RegionPart], target: str) -> tuple[Optional[RegionPart], tuple[CallRecord, ...]]:
+    """The calls of `target` that the body of `caller` makes (none known: the function's parameters
+    stay open)."""
+    if caller is None:
+        return None, ()
+    calls = tuple(call for call in caller.model.calls.get(target, ()) if call.caller == caller.facts.qualname)
+    return (caller, calls) if calls else (None, ())
+
+
+def _add(
+    region: Region, work: list, model: "FileModel", facts: FunctionFacts, owner: Optional[str], entry=None, context: Optional[Context] = None,
+    within: _Path = (), via: tuple[Optional[RegionPart], tuple[CallRecord, ...]] = (None, ()),
+) -> None:  # fmt: skip
     passed = None
     if entry is not None and not region.parts:
         positional, keywords = entry
         skip = 1 if facts.params[:1] == ("self",) else 0
         passed = frozenset(facts.params[skip : skip + positional]) | keywords
-    region.parts.append(RegionPart(model, facts, owner, passed, context))
+    part = RegionPart(model, facts, owner, passed, context, caller=via[0], calls=via[1])
+    region.parts.append(part)
     self_class = owner or _method_class(facts)
-    work.extend((model, module, context, within, self_class, True) for module in facts.module_calls)
-    work.extend((model, LocalFunction(name), context, within, self_class, True) for name in facts.method_calls)
+    work.extend((model, module, context, within, self_class, True, part) for module in facts.module_calls)
+    work.extend((model, LocalFunction(name), context, within, self_class, True, part) for name in facts.method_calls)
+    # Project functions it calls run in the region too (they hold no `self`: no module path).
+    work.extend((model, Ref(name), context, within, None, True, part) for name in facts.function_calls)
 
 
 def _add_hook(region: Region, work: list, model: "FileModel", registration: HookRegistration, hook: Value, on_entry: bool, at: _Path) -> None:
@@ -161,8 +183,10 @@ def _add_hook(region: Region, work: list, model: "FileModel", registration: Hook
     self_class = _method_class(facts)
     region.parts.append(RegionPart(owner, facts, self_class, hook=registration, on_entry=on_entry, registered_in=model.path))
     # A method hook runs on the object that registered it, whose place is not known here.
-    work.extend((owner, module, None, (), self_class, True) for module in facts.module_calls)
-    work.extend((owner, LocalFunction(name), None, (), self_class, True) for name in facts.method_calls)
+    part = region.parts[-1]
+    work.extend((owner, module, None, (), self_class, True, part) for module in facts.module_calls)
+    work.extend((owner, LocalFunction(name), None, (), self_class, True, part) for name in facts.method_calls)
+    work.extend((owner, Ref(name), None, (), None, True, part) for name in facts.function_calls)
 
 
 def _method_class(facts: FunctionFacts) -> Optional[str]:

@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Union
 
-from ckptlint.model.values import Const, ModuleObject, Unknown, Value
+from ckptlint.model.values import UNKNOWN, Const, ModuleObject, Unknown, Value
 from ckptlint.versions import AssumedVersion
 
 if TYPE_CHECKING:
@@ -173,9 +173,12 @@ class ContainerMutation:
     container: str  # as spelled: "cache", "self.router_logits"
     owner: str  # "self" | "param" | "outer" | "global"
     also_read: bool  # the function reads the container too
-    # "append", "update", ... for lists and dicts, "item" for `c[k] = v`, "inplace" for `t.add_(...)`.
+    # "append", "update", ... for lists and dicts, "item" for `c[k] = v`, "accumulate" for `c[k] += v`,
+    # "inplace" for `t.add_(...)`.
     method: str = ""
-    stores_tensor: bool = False  # what goes in is a tensor computed here
+    # What goes in, as the function's dataflow saw it (it may depend on the function's parameters:
+    # the region binds them to what the calls running the function pass).
+    stored: "Value" = UNKNOWN
     # The function's last effect: after it only inert statements run (shapes.last_effects), so
     # nothing it does afterwards can save a tensor for backward.
     last: bool = False
@@ -200,6 +203,7 @@ class FunctionFacts:
     name_reads: dict[str, int] = field(default_factory=dict)
     module_calls: list[ModuleObject] = field(default_factory=list)
     method_calls: list[str] = field(default_factory=list)  # qualnames of self.<method>() calls
+    function_calls: list[str] = field(default_factory=list)  # qualnames of project functions called
     returns: Optional["Value"] = None  # merged over every `return`
     # Generators this function reseeds with an explicit seed (`np.random.seed(self.seed)`): the
     # recompute then replays their draws.

@@ -39,6 +39,7 @@ from ckptlint.model.values import (
     OneOf,
     Param,
     Partial,
+    Ref,
     Tensor,
     Unknown,
     Value,
@@ -52,6 +53,7 @@ from ckptlint.model.values import (
 
 if TYPE_CHECKING:
     from ckptlint.model.file_model import FileModel
+    from ckptlint.model.regions import RegionPart
 
 # How many callers up a value is followed, and how many calls of one function are read.
 _MAX_DEPTH = 4
@@ -227,6 +229,22 @@ class Resolver:
             assumed=torch,
         )
 
+    def in_region(self, part: "RegionPart", value: Value) -> Value:
+        """What a value of a function a checkpointed region runs holds there: its parameters bound to
+        the arguments of the calls that run it in the region, up the chain of calling parts (each
+        call's own parameters in turn), what is left resolved from the callers as everywhere. Calls
+        that pass different values give either (a tensor on one of them is one on some path)."""
+        if not isinstance(value, SYMBOLIC) and not isinstance(value, (Items, DictLit)):
+            return value
+        values = [value]
+        while part.caller is not None and part.calls:
+            values = [_Binding(part.facts, call).value(v) for v in values for call in part.calls][:_MAX_CALLS]
+            part = part.caller
+        result: Optional[Value] = None
+        for bound in values:
+            result = merge(result, self.value(bound))
+        return result if result is not None else UNKNOWN
+
     def handed_back(self, value: Value) -> Value:
         """What a call of a project function returns when the function returns one of its parameters
         unchanged (`model = freeze(Net())`): the argument of that call."""
@@ -257,6 +275,9 @@ class Resolver:
             inputs = tuple(self.value(v, depth) for v in value.inputs)
             if isinstance(callee, ModuleObject):
                 return self.flow.module_output(callee, list(inputs))
+            if isinstance(callee, Ref):
+                # A project function fed a tensor (evaluation's rule): a tensor whose grad is open.
+                return Tensor(Grad.UNKNOWN, value.origin, maybe_tuple=True) if any(isinstance(v, Tensor) for v in inputs) else UNKNOWN
             return CallOf(callee, inputs, value.origin) if isinstance(callee, SYMBOLIC) else UNKNOWN
         if isinstance(value, OneOf):
             options = [self.value(v, depth) for v in value.options]
@@ -498,7 +519,8 @@ class _Binding:
         if isinstance(value, AttributeOf):
             return AttributeOf(self.value(value.base), value.attr)
         if isinstance(value, CallOf):
-            return CallOf(self.value(value.callee), tuple(self.value(v) for v in value.inputs), value.origin)
+            # The call node stays: what a method returns is read from the call's own arguments.
+            return replace(value, callee=self.value(value.callee), inputs=tuple(self.value(v) for v in value.inputs))
         if isinstance(value, OneOf):
             return OneOf(tuple(self.value(v) for v in value.options))
         if isinstance(value, Items):

@@ -369,6 +369,15 @@ def defaulted(value: Value, fallback: Value, falsy: bool) -> Value:
     return merge(value, fallback) if isinstance(value, Tensor) and not falsy else UNKNOWN
 
 
+def holds_tensor(value: Value) -> bool:
+    """A tensor, or a list, tuple or dict literal holding one (`self.aux.extend([loss])`)."""
+    if isinstance(value, Items):
+        return any(holds_tensor(v) for v in value.values)
+    if isinstance(value, DictLit):
+        return any(holds_tensor(v) for v in value.entries.values())
+    return isinstance(value, Tensor)
+
+
 def every_submodule(module: ModuleObject, walk: str) -> ModuleObject:
     """What `module.modules()` / `module.named_modules()` yields from, as a container."""
     step = ("" if module.path else "|".join(module.classes), SUBMODULES)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Iterator
 from ckptlint.findings import Severity
 from ckptlint.model.regions import Region, RegionPart
 from ckptlint.model.sites import ApiKind
-from ckptlint.model.values import Grad, Tensor
+from ckptlint.model.values import Grad, Tensor, holds_tensor
 from ckptlint.rules import Diagnostic, Rule, callee_name
 from ckptlint.versions import recompute_stops_early
 
@@ -23,35 +23,50 @@ CHECKPOINTED = (
 )  # fmt: skip
 
 
+_RUNS_TWICE = "the recompute during backward runs it again, so it happens twice per step"
+
+
 def is_cache(name: str) -> bool:
     """Caches are CKPT004's business; other escaping containers are side effects."""
     lowered = name.lower()
     return "cache" in lowered or "past" in lowered
 
 
-def escapes(region: Region, stops_early: bool = False) -> Iterator[tuple[RegionPart, cst.CSTNode, str]]:
-    """Tensors computed in the region that leave it other than through the return value.
+def escapes(model: FileModel, region: Region, stops_early: bool = False) -> Iterator[tuple[RegionPart, cst.CSTNode, str, bool]]:
+    """Tensors computed in the region that leave it other than through the return value (a value
+    that depends on a function's parameters is what the region's calls pass them), and whether the
+    harm is only that the recompute does it again (a tensor without grad added into a container).
     `stops_early`: the recompute ends after the last tensor saved in forward (CKPT004's early stop)."""
     for part in region.parts:
         if stops_early and _runs_after_last_saved(region, part):
             continue
         facts = part.facts
         for store in facts.self_stores:
-            if not isinstance(store.value, Tensor) or store.scratch and part.model.index.read_only_in(store.attr, facts.qualname):
+            if store.scratch and part.model.index.read_only_in(store.attr, facts.qualname):
                 continue
-            if store.fresh and store.value.grad is Grad.NONE:
+            value = model.value_in_region(part, store.value)
+            if not isinstance(value, Tensor):
+                continue
+            if store.fresh and value.grad is Grad.NONE:
                 continue  # `self.probs = probs.detach()`: the recompute stores the same value, no gradient at stake
-            yield part, store.effect.node, store.effect.description
+            yield part, store.effect.node, store.effect.description, False
         for effect in facts.global_stores:
-            yield part, effect.node, effect.description
+            yield part, effect.node, effect.description, False
         for mutation in facts.mutations:
             if is_cache(mutation.container) or mutation.owner == "param":
                 continue
             if mutation.method == "inplace":
                 if mutation.owner == "self" and _is_buffer(part, mutation.container[len("self.") :]):
-                    yield part, mutation.node, f"updates the registered buffer `{mutation.container}` in place"
-            elif mutation.stores_tensor:
-                yield part, mutation.node, f"puts a tensor into `{mutation.container}`, which outlives the call"
+                    yield part, mutation.node, f"updates the registered buffer `{mutation.container}` in place", False
+                continue
+            stored = model.value_in_region(part, mutation.stored)
+            if not holds_tensor(stored):
+                continue
+            without_grad = isinstance(stored, Tensor) and stored.grad is Grad.NONE
+            if mutation.method == "accumulate":
+                yield part, mutation.node, f"adds a tensor into `{mutation.container}`, which outlives the call", without_grad
+            elif not (mutation.method == "item" and without_grad):  # `c[k] = torch.zeros(n)`: the recompute stores the same value
+                yield part, mutation.node, f"puts a tensor into `{mutation.container}`, which outlives the call", False
 
 
 def _runs_after_last_saved(region: Region, part: RegionPart) -> bool:
@@ -101,7 +116,7 @@ class SideEffectEscapes(Rule):
             if site.reentrant:
                 consequence = "under reentrant checkpointing it is computed under no_grad, so its gradient contribution silently vanishes"
             else:
-                consequence = "the recompute during backward runs it again, so it happens twice per step"
+                consequence = _RUNS_TWICE
             if site.reentrant:
                 in_hook = (
                     "under reentrant checkpointing the hook runs under no_grad in forward (a submodule's output it keeps does "
@@ -110,13 +125,14 @@ class SideEffectEscapes(Rule):
             else:
                 in_hook = "the recompute during backward runs the hook again, so it happens twice per step"
             region = model.region(site)
-            for part, node, what in escapes(region, recompute_stops_before_last_effect(model, site)):
+            for part, node, what, twice in escapes(model, region, recompute_stops_before_last_effect(model, site)):
                 subject = f"`{part.facts.qualname}`"
                 if part.hook is not None:
                     subject = f"{subject}, {_hook_description(model, part)},"
+                harm = in_hook if part.hook else _RUNS_TWICE if twice else consequence
                 yield Diagnostic(
                     node,
-                    f"{subject} {what} inside the region checkpointed by `{callee_name(site)}`: {in_hook if part.hook else consequence}",
+                    f"{subject} {what} inside the region checkpointed by `{callee_name(site)}`: {harm}",
                     "return the value from the checkpointed function (e.g. `return h, aux_loss`) and store it outside",
                     path=part.model.path,
                     severity=Severity.ERROR if site.reentrant else Severity.WARNING,
