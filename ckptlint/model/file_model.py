@@ -60,6 +60,22 @@ class FileModel:
             return self
         return self.models(module, qualname) or (self if module == self.module else None)
 
+    def stashed(self, cls: str, *others: "FileModel") -> dict[str, tuple[cst.CSTNode, Value]]:
+        """Attributes stored at run time on objects of `cls` (`block.scores = scores`), as this file,
+        the `others` and the methods of the class's own module that store on other modules (a block
+        handing routing scores to the blocks it holds) show them: attr -> the first store."""
+        holders = [self, *others]
+        module, _ = self.index.split(cls)
+        for block in module.blocks if module is not None else ():
+            for member in block.members:
+                if member.stashes:
+                    holders.append(self.models(module.name, f"{module.name}.{block.binds}.{member.name}"))
+        found: dict[str, tuple[cst.CSTNode, Value]] = {}
+        for holder in holders:
+            for attr, store in holder.runtime_attrs.get(cls, {}).items() if holder is not None else ():
+                found.setdefault(attr, store)
+        return found
+
     def region(self, site: CheckpointSite) -> "Region":
         """Everything the checkpointed callable runs, across files (memoized per site)."""
         from ckptlint.model.regions import region_of

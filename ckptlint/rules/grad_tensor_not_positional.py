@@ -164,9 +164,11 @@ class GradTensorNotPositional(Rule):
         if not isinstance(site.function, ModuleObject):
             return
         for part in model.region(site).parts:
-            stashed = part.model.runtime_attrs.get(part.owner_class or "", {})
             own_stores = {store.attr for store in part.facts.self_stores}
-            for attr in part.facts.self_reads.keys() - own_stores:
+            read = part.facts.self_reads.keys() - own_stores
+            # Stored in this file (the model stashing on its blocks), in the part's, or by its class's module.
+            stashed = model.stashed(part.owner_class, part.model) if read and part.owner_class else {}
+            for attr in read:
                 store = stashed.get(attr)
                 if store is not None and needs_grad(store[1]):
                     yield Diagnostic(

@@ -62,6 +62,7 @@ EVIDENCE = {
         (81, "build_self_checkpointed"), (96, "build_wrapped_by_setup"), (108, "build_applied_by_def"), (118, "build_applied_by_partial"),
     )},  # fmt: skip
     ("fsdp_lora_setup.py", 147, "CKPT005"): [r"adapters\.0\._checkpoint_wrapped_module\.down\.weight: grad None with checkpointing", r"built by build_adapter_lm\(\)"],
+    ("moe_scores/model.py", 26, "CKPT003"): [r"Trying to backward through the graph a second time", r"module attribute `scores`"],
     ("context_capture.py", 57, "CKPT003"): [r"ValueError: Unexpected keyword arguments: context with checkpointing; no exception without", r"tensor keyword arguments `context` \(requires grad, non-leaf\)"],
     ("context_capture.py", 75, "CKPT003"): [r"Trying to backward through the graph a second time", r"partial keyword `context` \(requires grad, non-leaf\)"],
     ("context_capture.py", 84, "CKPT003"): [r"Trying to backward through the graph a second time", r"closure variable `ctx`"],
@@ -251,6 +252,8 @@ LOOK_ALIKES = [
     ("fsdp_lora_setup.py", "build_applied_to_linears_by_def", "apply_activation_checkpointing(", "CKPT002"),
     ("fsdp_lora_setup.py", "DropoutFreeLoRAGPT", "checkpoint(", "CKPT002"),
     ("fsdp_lora_setup.py", "ResidualAdapterLM", "h = adapter(h)", "CKPT005"),
+    ("crossfile/moe_scores/model.py", "NonReentrantStashingMoE", "checkpoint(", "CKPT003"),
+    ("crossfile/moe_scores/model.py", "ScoredMoE", "checkpoint(", "CKPT003"),
     ("context_capture.py", "ConditionedDecoder", "checkpoint(", "CKPT003"),
     ("context_capture.py", "PackedContextDecoderNonReentrant", "checkpoint(", "CKPT003"),
     ("context_capture.py", "MaskOptionsDecoder", "checkpoint(", "CKPT003"),
