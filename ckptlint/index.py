@@ -952,7 +952,8 @@ class _Summarizer:
 
     def collect_init(self, init: ast.FunctionDef, attrs: dict[str, AttrBinding]) -> None:
         init_params = _params(init) - {"self"}
-        # Local lists that later become ModuleList/Sequential contents: `layers.append(Block())`.
+        # Local lists that later become ModuleList/Sequential contents (`layers.append(Block())`), and
+        # local modules that later become attributes.
         local_elements: dict[str, list[str]] = {}
         for node in _in_source_order(init):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer" and node.args:
@@ -976,7 +977,9 @@ class _Summarizer:
                             new.param = value.id
                         old = attrs.get(attr)
                         attrs[attr] = _merge(old, new) if old else new
-                    if isinstance(target, ast.Name) and isinstance(node.value, (ast.List, ast.ListComp, ast.Tuple)):
+                    if isinstance(target, ast.Name) and isinstance(node.value, (ast.List, ast.ListComp, ast.Tuple, ast.Call)):
+                        # A list of modules, or one module (`conv = Block()`, then maybe `conv =
+                        # checkpoint_wrapper(conv, ...)`) that an attribute takes later.
                         local_elements[target.id] = list(self.constructors(node.value, local_elements))
 
     def binding(self, value: ast.AST, local_elements: dict[str, list[str]], init_params: frozenset[str] = frozenset()) -> AttrBinding:
@@ -2013,6 +2016,7 @@ class ProjectIndex:
         self._call_effects: dict[tuple[str, str, str, Optional[str]], tuple[Freeze, frozenset[str]]] = {}
         self._hf_enable: Optional[list[tuple[str, int]]] = None
         self._wrapped: Optional[dict[str, list[tuple[str, ActivationWrap]]]] = None
+        self._held_wraps: dict[tuple[str, str], list[tuple[str, ActivationWrap]]] = {}
         self._canonical: dict[str, str] = {}
         self._split: dict[str, tuple[Optional[ModuleSummary], str]] = {}
         self._subclass: dict[tuple[str, frozenset[str]], bool] = {}
@@ -2535,6 +2539,9 @@ class ProjectIndex:
             self._wrapped = {}
             for module in sorted(self.modules.values(), key=lambda m: m.path):
                 for wrap in module.activation_wraps:
+                    if wrap.held:
+                        self._held_wraps.setdefault((self.canonical(wrap.owner), wrap.attr), []).append((module.path, wrap))
+                        continue
                     owners = self.handed_to(f"{module.name}.{wrap.function}", wrap.param, wrap.position) if wrap.param else [wrap.owner] if wrap.owner else []
                     if owners:
                         bindings = [self.attribute(self.canonical(owner), wrap.attr) for owner in owners]
@@ -2545,6 +2552,12 @@ class ProjectIndex:
                         if self.class_(cls) is not None:
                             self._wrapped.setdefault(cls, []).append((module.path, wrap))
         return self._wrapped.get(class_qualname, [])
+
+    def held_wraps(self, owner: str, attr: str) -> list[tuple[str, ActivationWrap]]:
+        """Where the project wraps the module an attribute holds (`self.conv = checkpoint_wrapper(...)`
+        in a method of `owner`): (path, wrap)."""
+        self.activation_wraps("")
+        return self._held_wraps.get((self.canonical(owner), attr), [])
 
     def handed_to(self, function: str, param: str, position: int) -> list[str]:
         """The classes of the models the project builds and hands to `function` as `param` (at

@@ -45,8 +45,13 @@ class ActivationWrap:
     impl: str = ""  # how the mode is spelled, for messages
     # The wrapper's forward packs keyword arguments into positional checkpoint inputs (REENTRANT impl).
     packs_keywords: bool = False
+    # `owner.attr` holds the wrapper itself (`self.conv = checkpoint_wrapper(nn.Linear(8, 8))`): that
+    # attribute's module is wrapped, whatever its class (torch's own modules too), not its elements.
+    held: bool = False
 
     def describe(self) -> str:
+        if self.held:
+            return f"`{self.owner.rsplit('.', 1)[-1]}.{self.attr}`"
         if self.param:
             return f"the elements of `{self.param}.{self.attr}` in `{self.function}`"
         if self.owner:
@@ -103,6 +108,18 @@ class _Finder(ast.NodeVisitor):
             if isinstance(target, ast.Name):
                 self.names[target.id] = node.value
                 self.elements.pop(target.id, None)
+            elif isinstance(target, ast.Attribute) and _is_name(target.value, "self") and self.owner:
+                self.held_wrap(target.attr, node.value)
+
+    def held_wrap(self, attr: str, value: ast.AST) -> None:
+        """`self.conv = checkpoint_wrapper(block, ...)`, or a name bound to such a call (`if ac: conv =
+        checkpoint_wrapper(conv, ...)`, then `self.conv = conv`): the attribute holds a wrapped module."""
+        call = self.resolve(value)
+        if not isinstance(call, ast.Call) or not call.args:
+            return
+        mode = self.wrapper_mode(call.func, call.args[1:], call.keywords)
+        if mode is not None:
+            self.found.append(ActivationWrap(call.lineno, "checkpoint_wrapper", (), self.owner, attr, held=True, **mode))
 
     def visit_For(self, node: ast.For) -> None:
         self.visit(node.iter)

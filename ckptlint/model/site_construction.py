@@ -25,6 +25,7 @@ from ckptlint.model.scope import CallArguments
 from ckptlint.model.shapes import free_names
 from ckptlint.model.sites import ApiKind, CheckpointSite, FlagStatus, Mode
 from ckptlint.model.values import (
+    ELEMENT,
     UNKNOWN,
     Const,
     DictLit,
@@ -373,10 +374,15 @@ class SiteConstruction:
         Under CheckpointImpl.REENTRANT the wrapper packs keyword arguments into positional checkpoint
         inputs (torch 2.13's checkpoint_wrapper.py), so they count as inputs; otherwise they reach
         torch's checkpoint as keywords."""
-        if module.container or not module.classes:
+        # The attribute holding it was assigned a wrapper (whatever the module's class, torch's own too).
+        held = self.index.held_wraps(*module.path[-1]) if module.path and module.path[-1][1] != ELEMENT[1] else []
+        if held:
+            wraps, found = {}, held
+        elif module.container or not module.classes:
             return None
-        wraps = {cls: self.index.activation_wraps(cls) for cls in module.classes}
-        found = [(path, wrap) for per_class in wraps.values() for path, wrap in per_class]
+        else:
+            wraps = {cls: self.index.activation_wraps(cls) for cls in module.classes}
+            found = [(path, wrap) for per_class in wraps.values() for path, wrap in per_class]
         if not found:
             return None
         modes = {(wrap.reentrant, wrap.packs_keywords) for _, wrap in found}

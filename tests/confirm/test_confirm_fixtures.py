@@ -35,6 +35,9 @@ ACROSS_FILES = {"crossfile/text/layers.py": "crossfile/text/encoder.py::TextEnco
 # (file, line, code) -> evidence the confirmation must contain (regular expressions).
 EVIDENCE = {
     ("cifar_checkpointed.py", 36, "CKPT001"): [r"cnn_block_1\.0\.weight: grad None with checkpointing; \|grad\| [0-9.e-]+ without", r"X=float32\[2, 3, 32, 32\]"],
+    ("wrapped_torch_modules.py", 36, "CKPT001"): [r"stem\._checkpoint_wrapped_module\.0\.weight: grad None with checkpointing"],
+    ("wrapped_torch_modules.py", 48, "CKPT001"): [r"stem\._checkpoint_wrapped_module\.weight: grad None with checkpointing"],
+    ("wrapped_torch_modules.py", 63, "CKPT001"): [r"stem\._checkpoint_wrapped_module\.fc\.weight: grad None with checkpointing"],
     ("cifar_checkpointed.py", 38, "CKPT001"): [r"cnn_block_2\.0\.weight: grad None with checkpointing"],
     ("raw_input_checkpoint.py", 40, "CKPT001"): [r"cnn_block_1\.0\.weight: grad None with checkpointing", r"torch warned: None of the inputs have requires_grad=True"],
     ("raw_input_checkpoint.py", 99, "CKPT001"): [r"blocks\.0\.0\.weight: grad None with checkpointing"],
@@ -213,6 +216,8 @@ def test_ckpt006_confirmations_show_the_effective_mode_and_the_warning(cli_docum
 # --- correct look-alikes: not reproduced --------------------------------------------------------
 
 LOOK_ALIKES = [
+    ("wrapped_torch_modules.py", "ProjectedSequentialNet", "self.stage(", "CKPT001"),
+    ("wrapped_torch_modules.py", "NonReentrantLinearStemNet", "self.stem(", "CKPT001"),
     ("raw_input_checkpoint.py", "CIFAR10ModelNonReentrant", "checkpoint(self.cnn_block_1", "CKPT001"),
     ("raw_input_checkpoint.py", "CIFAR10ModelSecondBlockOnly", "checkpoint(self.cnn_block_2", "CKPT001"),
     ("raw_input_checkpoint.py", "CIFAR10ModelInputGrad", "checkpoint(self.cnn_block_1", "CKPT001"),
