@@ -96,6 +96,17 @@ def _reached(model: "FileModel", value: Value, state: ModelState, spelled: str) 
                     continue
                 where = _short(part.facts.qualname)
                 return f"its forward reaches `{code(site.call.func)}(...)` in `{where}`, which does not check whether grad is on"
+        # A module of a class checkpoint_wrapper wraps (`apply_activation_checkpointing(model, ...)`),
+        # reached where no call spells it (inside an `nn.Sequential`): the wrapper checkpoints every
+        # call of it, in any mode and whether or not grad is on (torch 2.13's CheckpointWrapper.forward).
+        wraps = model.index.activation_wraps(part.owner_class) if part.owner_class and part.hook is None else []
+        if wraps:
+            path, wrap = wraps[0]
+            model.index.cited.add(path)
+            return (
+                f"its forward runs `{part.owner_class.rsplit('.', 1)[-1]}`, which {wrap.how} wraps with {wrap.impl} "
+                f"({path}:{wrap.line}): the wrapper checkpoints every call, whether or not grad is on"
+            )
     if state.checkpointing is not None and not parts and state.training is True:
         return (
             f"transformers checkpoints the layers of `{spelled}` whenever it is training (checkpointing switched on by "
