@@ -23,7 +23,7 @@ OUTPUT = Path(__file__).resolve().parent.parent / "ckptlint" / "model" / "hf_ups
 ARCHITECTURES = (
     "llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "phi", "olmo", "stablelm", "starcoder2",
     "gpt2", "gpt_neox", "opt", "bloom", "bert", "roberta", "xlm-roberta", "distilbert", "deberta-v2", "electra",
-    "t5", "mt5", "bart", "vit", "deit", "dinov2",
+    "t5", "mt5", "bart", "vit", "deit", "dinov2", "clip_text_model", "clip_vision_model", "siglip_text_model", "siglip_vision_model",
 )  # fmt: skip
 MAPPINGS = (
     "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES", "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",

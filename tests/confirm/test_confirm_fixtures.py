@@ -120,6 +120,7 @@ EVIDENCE = {
     ("feature_hooks.py", 40, "CKPT007"): [r"features: list of 8 with checkpointing after backward; list of 4 without"],
     ("feature_hooks.py", 61, "CKPT007"): [r"attention_maps: list of 8 with checkpointing after backward; list of 4 without"],
     ("feature_hooks.py", 87, "CKPT007"): [r"attention\[0\]: requires_grad False with checkpointing at the end of forward; True without"],
+    ("hf_clip_vision.py", 18, "CKPT005"): [r"encoder\.layers\.\d\.\S+: grad None with checkpointing", r"ran the model built by build_last_layer_tuning\(\)"],
     ("hf_trainer_layers.py", 57, "CKPT003"): [r"Trying to backward through the graph a second time", r"partial keyword `delete_gate_mask`", r"after gradient_checkpointing_enable\(gradient_checkpointing_kwargs=\{'use_reentrant': True\}\), as the project switches it on at fixtures/hf_trainer_layers\.py:90"],
     ("activation_penalty.py", 19, "CKPT007"): [r"gradient differs, relative", r"ran `train_with_activation_penalty\(\)` up to its backward number 2", r"target chosen because train_with_activation_penalty calls save_activation"],
     ("wrapped_model_eval.py", 68, "CKPT008"): [r"checkpoint at wrapped_model_eval\.py:42 ran with grad disabled", r"example wrapped_model_evaluation\(\)"],
@@ -296,6 +297,7 @@ LOOK_ALIKES = [
         "fine_tune_default", "fine_tune_reentrant_with_input_grads", "fine_tune_reentrant_unfrozen", "fine_tune_without_checkpointing",
     )),
     ("hf_vision_adapters.py", "build_default", "gradient_checkpointing_enable(", "CKPT005"),
+    ("hf_clip_vision.py", "build_last_layer_tuning_with_input_grads", "gradient_checkpointing_enable(", "CKPT005"),
     ("hf_vision_adapters.py", "build_helper_enabled_with_input_grads", "enable_reentrant_checkpointing(model)", "CKPT005"),
     *(("peft_order.py", name, "gradient_checkpointing_enable(", "CKPT005") for name in (
         "vit_enabled_then_wrapped", "vit_wrapped_then_enabled_with_input_grads", "llama_wrapped_then_enabled", "llama_enabled_then_wrapped",
