@@ -417,6 +417,77 @@ CASES = {
         """,
         set(),
     ),
+    "a comprehension over modules() filtered to a type inside the region": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 8)
+                self.blocks = nn.ModuleList([Block() for _ in range(2)])
+                self.head = nn.Linear(8, 8)
+            def forward(self, ids):
+                x = self.embed(ids)
+                for blk in self.blocks:
+                    x = checkpoint(blk, x, use_reentrant=True)
+                return self.head(x)
+        ACTS = []
+        def keep(module, inputs, output):
+            ACTS.append(output)
+        model = Net()
+        handles = [m.register_forward_hook(keep) for m in model.modules() if isinstance(m, nn.Linear)]
+        """,
+        {(15, "CKPT007")},
+    ),
+    "a comprehension over modules() filtered to a type outside the region": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 8)
+                self.blocks = nn.ModuleList([Block() for _ in range(2)])
+                self.head = nn.Linear(8, 8)
+            def forward(self, ids):
+                x = self.embed(ids)
+                for blk in self.blocks:
+                    x = checkpoint(blk, x, use_reentrant=True)
+                return self.head(x)
+        ACTS = []
+        def keep(module, inputs, output):
+            ACTS.append(output)
+        model = Net()
+        handles = [m.register_forward_hook(keep) for m in model.modules() if isinstance(m, nn.Embedding)]
+        """,
+        set(),
+    ),
+    "a filter the analysis does not follow (by name, or a type test and more) leaves the modules unknown": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 8)
+                self.blocks = nn.ModuleList([Block() for _ in range(2)])
+                self.head = nn.Linear(8, 8)
+            def forward(self, ids):
+                x = self.embed(ids)
+                for blk in self.blocks:
+                    x = checkpoint(blk, x, use_reentrant=True)
+                return self.head(x)
+        ACTS = []
+        def keep(module, inputs, output):
+            ACTS.append(output)
+        model = Net()
+        for name, module in model.named_modules():
+            if "embed" in name:
+                module.register_forward_hook(keep)
+            if isinstance(module, nn.Linear) and name == "head":
+                module.register_forward_hook(keep)
+        for name, module in model.named_modules():
+            if "head" not in name:
+                continue
+            module.register_forward_hook(keep)
+        """,
+        set(),
+    ),
     "every module of another model (a teacher) is not flagged": (
         """
         class Net(nn.Module):

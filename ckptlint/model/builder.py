@@ -297,12 +297,10 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         trains_only = requires_training(node.test)
         scope.gates.append(module_gates(node.test))
         scope.training_only += trains_only
-        narrowed = self.narrowed_by(node.test)
-        if narrowed is not None and narrowed[2]:
-            unnarrowed, scope.bindings[narrowed[0]] = scope.bindings[narrowed[0]], narrowed[1]
+        inside, otherwise, following = self.submodule_filter(node.test, leaves_the_iteration(node.body))
+        rebound = self.rebind(inside)
         self.walk(node.body)
-        if narrowed is not None and narrowed[2] and scope.bindings.get(narrowed[0]) is narrowed[1]:
-            scope.bindings[narrowed[0]] = unnarrowed
+        self.unbind(rebound)
         scope.training_only -= trains_only
         scope.gates.pop()
         if defaulting is not None:
@@ -319,31 +317,51 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
             scope.eval_only += training is True
             scope.training_only += is_not_training(node.test)
             scope.gates.append(() if training is not None else None)
+            rebound = self.rebind(otherwise)
             self.walk(node.orelse)
+            self.unbind(rebound)
             scope.gates.pop()
             scope.training_only -= is_not_training(node.test)
             scope.eval_only -= training is True
         scope.branch_depth -= 1
         scope.conditional -= 1
-        if narrowed is not None and not narrowed[2] and leaves_the_iteration(node.body):
-            scope.bindings[narrowed[0]] = narrowed[1]  # `if not isinstance(m, T): continue`
+        scope.bindings.update(following)  # `if not isinstance(m, T): continue`
         if training is True and ends_with_return(node.body) and scope.kind == "function":
             scope.eval_only += 1  # the rest of the function is the eval path; the scope ends with it
         elif is_not_training(node.test) and ends_with_return(node.body) and scope.kind == "function":
             scope.training_only += 1  # the rest of the function is the training path
         return False
 
-    def narrowed_by(self, test: cst.BaseExpression) -> Optional[tuple[str, ModuleObject, bool]]:
-        """`isinstance(m, nn.Linear)` on a module of a walk over submodules (whose class is any): the
-        name, that module as one of the tested classes, and whether the test is positive."""
+    def submodule_filter(self, test: cst.BaseExpression, leaves: bool) -> tuple[dict[str, Value], dict[str, Value], dict[str, Value]]:
+        """What a test makes of the modules a walk over submodules yields (`for m in model.modules()`):
+        their bindings in the branch it passes, in the other branch, and after the statement when
+        the branch it passes `leaves` the iteration. `isinstance(m, nn.Linear)` narrows `m` to the
+        tested classes; any other test filters the walk in a way not followed (`"attn" in name`):
+        which modules pass is unknown."""
+        walked = {n: v for n, v in self.scope.bindings.items() if isinstance(v, ModuleObject) and v.path and v.path[-1][1] == SUBMODULES}
+        if not walked:
+            return {}, {}, {}
         tested = type_test(test)
-        current = self.scope.bindings.get(tested[0]) if tested is not None else None
-        if tested is None or not (isinstance(current, ModuleObject) and current.path and current.path[-1][1] == SUBMODULES):
-            return None
-        classes = [self.evaluate(t) for t in tested[1]]
-        if not all(isinstance(c, Ref) for c in classes):
-            return None
-        return tested[0], replace(current, classes=tuple(c.qualname for c in classes)), tested[2]  # type: ignore[union-attr]
+        classes = [self.evaluate(t) for t in tested[1]] if tested is not None and tested[0] in walked else []
+        if classes and all(isinstance(c, Ref) for c in classes):
+            name, positive = tested[0], tested[2]  # type: ignore[index]
+            narrowed = {name: replace(walked[name], classes=tuple(c.qualname for c in classes))}  # type: ignore[union-attr]
+            return (narrowed, {}, {}) if positive else ({}, narrowed, narrowed if leaves else {})
+        unknown = dict.fromkeys(walked, UNKNOWN)
+        return unknown, unknown, unknown if leaves else {}
+
+    def rebind(self, values: dict[str, Value]) -> list[tuple[str, Optional[Value], Value]]:
+        """Bind `values` for a branch; what `unbind` needs to restore the bindings after it."""
+        bindings = self.scope.bindings
+        rebound = [(name, bindings.get(name), value) for name, value in values.items()]
+        bindings.update(values)
+        return rebound
+
+    def unbind(self, rebound: list[tuple[str, Optional[Value], Value]]) -> None:
+        bindings = self.scope.bindings
+        for name, before, value in rebound:
+            if bindings.get(name) is value and before is not None:
+                bindings[name] = before
 
     def visit_IfExp(self, node: cst.IfExp) -> bool:
         """`checkpoint(block, x) if self.use_checkpoint else block(x)`: the flag gates the call."""
@@ -383,6 +401,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
             for name in free_names(comp.target):
                 saved.setdefault(name, scope.bindings.get(name))
             self.bind_loop_target(comp.target, comp.iter)
+            for condition in comp.ifs:  # `[m for m in model.modules() if isinstance(m, nn.Linear)]`
+                self.scope.bindings.update(self.submodule_filter(condition.test, False)[0])
             comp = comp.inner_for_in
         self.comprehensions.append(saved)
 
