@@ -1242,7 +1242,9 @@ class _FreezeFacts:
         if isinstance(expr, ast.Name) and expr.id in self.walks:
             modules, certain = self.walks[expr.id]
             for module in modules:
-                self.record(module, frozen if certain else None, lineno, condition)
+                # Turned back on for maybe only some: counted as on (what certainly stays frozen is
+                # what a finding may rest on); frozen maybe: either.
+                self.record(module, frozen if certain or frozen is False else None, lineno, condition)
             return
         whole, attr, path = self.target(expr)
         if not whole and not path:
@@ -1273,7 +1275,9 @@ class _FreezeFacts:
         if isinstance(iterable, ast.Subscript) and isinstance(iterable.slice, ast.Slice):
             inner = self.walked(iterable.value)
             if inner is None:
-                return None
+                # Some elements of a container module (`self.vision.encoder.layers[-n:]`): reached
+                # through the container, maybe not all of its elements.
+                return ([iterable.value], False) if isinstance(iterable.value, ast.Attribute) else None
             bounds = [literal(b) if b is not None else (True, None) for b in (iterable.slice.lower, iterable.slice.upper, iterable.slice.step)]
             if all(known and (value is None or type(value) is int) for known, value in bounds) and not any(isinstance(m, ast.Starred) for m in inner[0]):
                 lower, upper, step = (value for _, value in bounds)

@@ -81,6 +81,15 @@ def test_freeze_loops_over_lists_of_modules(freeze, expected):
     assert findings(freeze) == expected
 
 
+@pytest.mark.parametrize("thaw", ["for block in self.blocks[-self.frozen:]:\n    block.requires_grad_(True)", "for block in self.blocks[1:]:\n    for p in block.parameters():\n        p.requires_grad = True"])
+def test_thawing_some_elements_of_a_container_counts_the_container_as_trainable(thaw):
+    """Freeze everything, then thaw the last blocks (`layers[-n:]`, n from the constructor): the
+    blocks may train, the embedding in front of them certainly does not (CKPT005, measured: the
+    backward fails with "element 0 of tensors does not require grad" when the head is frozen too)."""
+    forward = PROBE_FORWARD.replace("{checkpoint}", "for block in self.blocks:\n            h = checkpoint(block, h, use_reentrant=True)")
+    assert findings("self.requires_grad_(False)\n" + thaw, forward) == {"CKPT005"}
+
+
 PROBE_FORWARD = '''
     def forward(self, ids):
         h = self.embed(ids)

@@ -69,3 +69,35 @@ def test_probe_on_a_backbone_frozen_whole_trains_like_the_model_without_checkpoi
     assert [name for name, grad in got.items() if grad is not None] == ["head.weight", "head.bias"]
     # torch warns all the same (no input requires grad): the warning is not the symptom.
     assert NO_INPUT_GRAD_WARNING in warning_texts(capture_warnings)
+
+
+def test_blocks_thawed_after_freezing_everything_get_no_gradient_behind_the_frozen_stem():
+    """Everything frozen, the last blocks thawed (`for block in self.blocks[-2:]`), each block
+    checkpointed reentrantly: the thawed blocks get `.grad = None`; without checkpointing they train."""
+    from torch import nn
+    from torch.utils.checkpoint import checkpoint
+
+    class Net(nn.Module):
+        def __init__(self, checkpointed):
+            super().__init__()
+            self.checkpointed = checkpointed
+            self.stem = nn.Linear(8, 8)
+            self.blocks = nn.ModuleList(nn.Linear(8, 8) for _ in range(4))
+            self.head = nn.Linear(8, 2)
+            self.requires_grad_(False)
+            for module in [*self.blocks[-2:], self.head]:
+                module.requires_grad_(True)
+
+        def forward(self, x):
+            x = self.stem(x)
+            for block in self.blocks:
+                x = checkpoint(block, x, use_reentrant=True) if self.checkpointed else block(x)
+            return self.head(x)
+
+    result = {}
+    for checkpointed in (True, False):
+        torch.manual_seed(0)
+        model = Net(checkpointed)
+        model(torch.randn(2, 8)).sum().backward()
+        result[checkpointed] = [block.weight.grad is not None for block in model.blocks[-2:]] + [model.head.weight.grad is not None]
+    assert result == {True: [False, False, True], False: [True, True, True]}
