@@ -353,3 +353,56 @@ def test_two_models_handed_to_one_call_make_one_finding():
     body = "def gap(a, b, x):\n    return a(x) - b(x)\n\n\npolicy = Stack()\nreference = Stack()\nwith torch.no_grad():\n    out = gap(policy, reference, torch.ones(2, 8))\n"
     assert grad_free(body) == {(8, "CKPT008")}
     assert len(lint_text(STACK.format(gate=TRAINING_GATE) + body).findings) == 1
+
+
+# diffusers' pattern: the checkpoint sits in a method that checkpoints the callable it is handed,
+# and the forward's call of that method is what the gates guard.
+METHOD_WRAPPER = '''
+import torch
+import torch.nn as nn
+
+
+class UNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
+        self.gradient_checkpointing = True
+
+    def _gradient_checkpointing_func(self, fn, *args):
+        return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False)
+
+    def forward(self, x):
+        for block in self.blocks:
+            if {gate}:
+                x = self._gradient_checkpointing_func(block, x)
+            else:
+                x = block(x)
+        return x
+
+
+model = UNet()
+with torch.no_grad():
+    out = model(torch.ones(2, 8))
+'''
+
+
+@pytest.mark.parametrize(
+    "gate, expected",
+    [
+        ("torch.is_grad_enabled() and self.gradient_checkpointing", set()),
+        ("self.gradient_checkpointing and torch.is_grad_enabled()", set()),
+        ("self.gradient_checkpointing", {26}),
+        ("self.gradient_checkpointing and self.training", {26}),
+        ("self.gradient_checkpointing and len(x) > 1", set()),
+    ],
+)
+def test_the_gates_around_a_call_of_a_checkpointing_method_apply_to_its_checkpoint(gate, expected):
+    report = lint_text(METHOD_WRAPPER.format(gate=gate))
+    assert report.errors == []
+    assert {f.line for f in report.findings if f.code == "CKPT008"} == expected
+
+
+def test_the_gates_around_a_call_of_a_checkpointing_method_apply_once_the_model_is_eval():
+    source = METHOD_WRAPPER.format(gate="self.gradient_checkpointing and self.training").replace("model = UNet()\n", "model = UNet()\nmodel.eval()\n")
+    assert [f for f in lint_text(source).findings if f.code == "CKPT008"] == []
+

@@ -858,11 +858,13 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         if not targets:
             return
         function_scope = next((s for s in reversed(self.scopes) if s.kind in ("function", "lambda")), None)
+        guarded, grad_disabled, eval_only, training_only, gates = self.conditions()
         for target, module in targets:
             self.wrapper_calls.append(
                 WrapperCall(
-                    target, call, module, self.scope.grad_disabled(),
+                    target, call, module, grad_disabled,
                     function_scope.qualname if function_scope else None, function_scope.class_qualname if function_scope else None,
+                    guarded, eval_only, training_only, gates,
                 )
             )
 
@@ -885,11 +887,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         function_scope = next((s for s in reversed(self.scopes) if s.kind in ("function", "lambda")), None)
         site.enclosing_function = function_scope.qualname if function_scope else None
         site.enclosing_class = function_scope.class_qualname if function_scope else None
-        site.grad_guarded = scope.grad_guards > 0
-        site.grad_disabled = None if site.grad_guarded else scope.grad_disabled()
-        site.eval_only = scope.eval_only > 0
-        site.training_only = scope.training_only > 0
-        site.gates = None if None in scope.gates else tuple(dict.fromkeys(g for gates in scope.gates for g in gates))  # type: ignore[union-attr]
+        site.grad_guarded, site.grad_disabled, site.eval_only, site.training_only, site.gates = self.conditions()
         site.forwarded = function_scope is not None and _handed_in(site.function, function_scope, self.index)
         if site.kind in (ApiKind.CHECKPOINT, ApiKind.SEQUENTIAL) and function_scope is not None:
             site.callee_frozen = self.frozen_callee(site, function_scope.class_qualname)
@@ -911,6 +909,14 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
                 return None
             attr, classes = spelled.attr.value, function.classes if isinstance(function, ModuleObject) else ()
         return self.flow.frozen(owner, ModuleObject(classes, f"self.{attr}")) or None
+
+    def conditions(self) -> tuple[bool, Optional[GradContext], bool, bool, Optional[tuple[str, ...]]]:
+        """What the code here runs under: a grad guard, the grad context (none under a guard), only
+        in eval mode, only in train mode, and the module flags the enclosing `if`s require."""
+        scope = self.scope
+        guarded = scope.grad_guards > 0
+        gates = None if None in scope.gates else tuple(dict.fromkeys(g for gates in scope.gates for g in gates))  # type: ignore[union-attr]
+        return guarded, None if guarded else scope.grad_disabled(), scope.eval_only > 0, scope.training_only > 0, gates
 
     def checkpoint_output(self, site: CheckpointSite) -> Value:
         """A reentrant checkpoint's output requires grad only if one of its inputs does."""

@@ -56,7 +56,7 @@ def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> I
         runs = f"runs it (`{code(run.node)}`), and "
         through = f"`{_short(run.callee)}` " + (runs if run.function == run.callee else f"hands it to `{_short(run.function)}`, which {runs}")
     handed_in = call.param is not None and call.function is not None
-    reached = _reached(model, call.value, call.state, call.model) if call.state.training is True or not handed_in else None
+    reached = _reached(model, resolver, call.value, call.state, call.model) if call.state.training is True or not handed_in else None
     if reached:
         trains = "is in train mode here (no `.eval()` since it was built or `.train()` was called)"
         yield GradFreeCheckpoint(call, through + reached, f"`{call.model}` " + (trains if call.state.training is True else _ANY_MODE))
@@ -68,7 +68,7 @@ def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> I
     for caller_model, record in (calls or []) if facts is not None else []:
         key = argument_key(facts, record, call.param)
         state = call.state if call.mode_here else record.states.get(key, ModelState()) if key is not None else ModelState()
-        reached = _reached(caller_model, resolver.value(bind(facts, record, call.param)), state, call.model)
+        reached = _reached(caller_model, resolver, resolver.value(bind(facts, record, call.param)), state, call.model)
         if reached:
             caller = f"`{_short(record.caller)}`" if record.caller not in model.index.modules else f"module-level code of `{record.caller}`"
             handed = "it" if call.param == call.model else f"`{call.param}`, which `{call.model}` comes from,"
@@ -81,17 +81,17 @@ def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> I
 _ANY_MODE = "checkpoints in any mode (nothing checks `self.training`), so `.eval()` does not stop it"
 
 
-def _reached(model: "FileModel", value: Value, state: ModelState, spelled: str) -> Optional[str]:
+def _reached(model: "FileModel", resolver: "Resolver", value: Value, state: ModelState, spelled: str) -> Optional[str]:
     """The checkpoint a call of the model in `state` runs, described; None when none is known to.
     Out of train mode (or not known to be in it), only checkpoints that never look at the mode. A
     model that is one of several classes (`MODELS[name](...)`) reaches one only if each of them does."""
     if isinstance(value, ModuleObject) and value.container is None and len(value.classes) > 1:
-        each = [_reached(model, replace(value, classes=(cls,)), state, spelled) for cls in value.classes]
+        each = [_reached(model, resolver, replace(value, classes=(cls,)), state, spelled) for cls in value.classes]
         return each[0] if all(each) else None
     parts = region_of(model, value).parts if isinstance(value, ModuleObject) else []
     for part in parts:
-        for site in part.model.sites:
-            if site.enclosing_function == part.facts.qualname and _runs_in_training(model, site, state, part):
+        for site in _sites_run(part, resolver):
+            if _runs_in_training(model, site, state, part):
                 if state.training is not True and site.training_only:
                     continue
                 where = _short(part.facts.qualname)
@@ -113,6 +113,24 @@ def _reached(model: "FileModel", value: Value, state: ModelState, spelled: str) 
             f"`{code(state.checkpointing)}`), whether or not grad is on"
         )
     return None
+
+
+def _sites_run(part: RegionPart, resolver: "Resolver") -> Iterator[CheckpointSite]:
+    """The checkpoints the function of `part` runs itself: its own calls, and those of the wrappers
+    it calls, each under the conditions of that call (`if torch.is_grad_enabled() and ...:
+    self._gradient_checkpointing_func(block, h)`). A wrapper's own site runs only through its calls."""
+    function = part.facts.qualname
+    for site in part.model.sites:
+        if site.enclosing_function == function and not site.forwarded and not _made_by_wrapper_call(site):
+            yield site
+    for wrapper in part.model.wrapper_calls:
+        if wrapper.enclosing_function == function:
+            yield from resolver.instantiate(wrapper, 0)
+
+
+def _made_by_wrapper_call(site: CheckpointSite) -> bool:
+    """A site the resolver made for a call of a project wrapper (`_sites_run` makes those itself)."""
+    return site.kind is ApiKind.PROJECT_WRAPPER and site.wrapper is not None
 
 
 def _runs_in_training(model: "FileModel", site: CheckpointSite, state: ModelState, part: RegionPart) -> bool:

@@ -279,6 +279,12 @@ class WrapperCall:
     grad_disabled: Optional[GradContext]
     enclosing_function: Optional[str]
     enclosing_class: Optional[str]
+    # The conditions the call runs under, as for a checkpoint site (`CheckpointSite.grad_guarded`,
+    # `eval_only`, `training_only`, `gates`): each site the call makes runs under them too.
+    grad_guarded: bool = False
+    eval_only: bool = False
+    training_only: bool = False
+    gates: Optional[tuple[str, ...]] = ()
 
 
 @dataclass(frozen=True, eq=False)

@@ -579,11 +579,23 @@ class _Binding:
             enclosing_function=wrapper.enclosing_function,
             enclosing_class=wrapper.enclosing_class,
             grad_disabled=site.grad_disabled or (None if site.grad_guarded else wrapper.grad_disabled),
+            grad_guarded=site.grad_guarded or wrapper.grad_guarded,
+            eval_only=site.eval_only or wrapper.eval_only,
+            training_only=site.training_only or wrapper.training_only,
+            gates=_joined_gates(site.gates, wrapper),
             # Called from a wrapper that hands on its own parameter: that wrapper's calls are the sites.
             forwarded=isinstance(handed, Param) and handed.function == wrapper.enclosing_function and handed.name != "self",
             wrapper=wrapper.target,
             callee_has_parameters=None,
         )
+
+
+def _joined_gates(own: Optional[tuple[str, ...]], wrapper: WrapperCall) -> Optional[tuple[str, ...]]:
+    """The module flags a wrapper's site runs under when this call makes it: the call's and the
+    wrapper's own; those of another class than the caller's cannot be told apart (None)."""
+    if own is None or wrapper.gates is None or own and wrapper.target.rpartition(".")[0] != wrapper.enclosing_class:
+        return None
+    return tuple(dict.fromkeys((*wrapper.gates, *own)))
 
 
 def _agree(a: Value, b: Value) -> Optional[Value]:
