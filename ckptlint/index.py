@@ -34,6 +34,7 @@ from ckptlint.model.sites import ApiKind
 from ckptlint.model.torch_knowledge import MODULE_BASES, MODULE_SELF_METHODS
 from ckptlint.names import absolute_module, import_bindings, resolve_dotted
 from ckptlint.registries import FILLING_METHODS, UNKNOWN_ENTRY, RegistryFacts, scan_registries
+from ckptlint.mode_effects import LEAVES_MODE, MAY_CHANGE_MODE, ModeEffect, folded, mode_steps, returned_parameter
 from ckptlint.module_hooks import HookSignature, hook_functions, might_register_hooks
 from ckptlint.syntax import check_future_imports
 from ckptlint.wrapped_modules import ActivationWrap, activation_wraps
@@ -341,6 +342,10 @@ class ModuleSummary:
     # top-level statements that register hooks (the name they define; "" for module-level code).
     hook_functions: dict[str, HookSignature] = field(default_factory=dict)
     hook_registrars: tuple[str, ...] = ()
+    # What functions and methods ("Class.method") do to the mode of the modules their parameters
+    # hold (ckptlint/mode_effects.py), for those that do something or return a parameter:
+    # {"params": positional parameters in order, "steps": {param: steps}, "returns": param or None}.
+    mode_steps: dict[str, dict] = field(default_factory=dict)
     digest: str = field(default="", compare=False)
 
     def to_json(self) -> dict:
@@ -389,6 +394,7 @@ class ModuleSummary:
             registry_facts=RegistryFacts(**data["registry_facts"]),
             hook_functions={name: HookSignature(**hook) for name, hook in data["hook_functions"].items()},
             hook_registrars=tuple(data["hook_registrars"]),
+            mode_steps=data["mode_steps"],
             blocks=[
                 Block(
                     b["start"], b["end"], b["definition"], b["binds"], b["refs"], b["attrs"], b["stashes"],
@@ -595,8 +601,21 @@ class _Summarizer:
             self.param_freezes, enables, built, wraps, self.forwarding, models, self.trains, blocks, self.builders,
             tuple(self.cache_builders),
             scan_registries(self.module, tree, self.filled, set(self.imports), self.qualify, lambda node: _project_name(self, node)),
-            hooks, registrars,
+            hooks, registrars, self.mode_steps(tree),
         )
+
+    def mode_steps(self, tree: ast.Module) -> dict[str, dict]:
+        """`ModuleSummary.mode_steps` of the module's functions and of its classes' methods."""
+        found: dict[str, dict] = {}
+        for stmt in _module_level(tree.body):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                _note_mode_steps(found, stmt.name, stmt, self.qualify)
+            elif isinstance(stmt, ast.ClassDef):
+                methods = [m for m in stmt.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+                names = frozenset(m.name for m in methods)
+                for method in methods:
+                    _note_mode_steps(found, f"{stmt.name}.{method.name}", method, self.qualify, f"{self.module}.{stmt.name}", names)
+        return found
 
     def may_freeze(self, node: ast.stmt, finetuning: frozenset[str]) -> bool:
         """Freezing facts need one of a few words in the statement: skip the walks without them."""
@@ -1801,6 +1820,33 @@ def _handed_back(summarizer: "_Summarizer", value: ast.Call) -> Iterator[ast.Cal
         yield value
 
 
+def _note_mode_steps(
+    found: dict[str, dict], name: str, function: Union[ast.FunctionDef, ast.AsyncFunctionDef], qualify: Callable[[ast.expr], Optional[str]],
+    owner: Optional[str] = None, methods: frozenset[str] = frozenset(),
+) -> None:
+    steps = mode_steps(function, qualify, owner, methods)
+    returned = returned_parameter(function)
+    if steps or returned:
+        arguments = function.args
+        found[name] = {
+            "params": [a.arg for a in (*arguments.posonlyargs, *arguments.args)],
+            "keywords": [a.arg for a in arguments.kwonlyargs],
+            "star": arguments.vararg.arg if arguments.vararg else None,
+            "star_star": arguments.kwarg.arg if arguments.kwarg else None,
+            "steps": steps,
+            "returns": returned,
+        }
+
+
+def _parameter_at(entry: dict, slot: Union[int, str], bound: bool) -> Optional[str]:
+    """The parameter of a `ModuleSummary.mode_steps` entry that a call fills at `slot` (`*args` and
+    `**kwargs` too; None: none)."""
+    if isinstance(slot, str):
+        return slot if slot in entry["params"] or slot in entry["keywords"] else entry["star_star"]
+    positional = entry["params"][1:] if bound else entry["params"]
+    return positional[slot] if slot < len(positional) else entry["star"]
+
+
 def _returns_first_param(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> bool:
     """Every `return` of `function` (not of the functions it defines) returns its first parameter,
     unchanged. Stops at the first one that does not: this runs for every function of the project."""
@@ -2028,6 +2074,7 @@ class ProjectIndex:
         self._attribute_holders: dict[tuple[str, str], Optional[ClassSummary]] = {}
         # Files whose line numbers the current analysis read (summary digests leave positions out).
         self.cited: set[str] = set()
+        self._mode_active: set[tuple[str, str, str]] = set()
         self._bound_as: Optional[dict[str, list[tuple[str, str]]]] = None
         self._subclasses: Optional[dict[str, list[str]]] = None
         self._subclasses_of: dict[str, list[str]] = {}
@@ -2687,6 +2734,44 @@ class ProjectIndex:
         if span is None and block is not None and not method and name in module.functions:
             span = (block.start, block.end)
         return span is not None and any(span[0] <= line <= span[1] for line, _ in module.hf_enables)
+
+    def mode_effect(self, function: str, slot: Union[int, str], bound: bool, depth: int = 0) -> ModeEffect:
+        """What calling the project function does to the mode of the module it is handed at `slot`
+        (position or keyword; `bound`: its first parameter is implicit), itself or through the
+        functions it hands the module to (ckptlint/mode_effects.py). Not a project function: leaves it."""
+        module, rest = self.split(self.canonical(function))
+        if module is None:
+            return LEAVES_MODE
+        if rest in module.classes:  # a constructor: its `__init__` gets the arguments
+            owner = self.method_owner(f"{module.name}.{rest}", "__init__")
+            return self.mode_effect(f"{owner.qualname}.__init__", slot, True, depth) if owner is not None else LEAVES_MODE
+        name, _, method = rest.partition(".")
+        defined = name in module.functions if not method else name in module.classes and method in module.classes[name].methods
+        entry = module.mode_steps.get(rest)
+        if entry is None or not defined or depth >= 4:
+            return LEAVES_MODE if defined and entry is None else MAY_CHANGE_MODE
+        self.cited.add(module.path)
+        param = _parameter_at(entry, slot, bound)
+        key = (rest, module.name, param)
+        if param is None or key in self._mode_active:
+            return MAY_CHANGE_MODE
+        self._mode_active.add(key)
+        try:
+            return folded(entry["steps"].get(param, ()), lambda callee, at, bound_: self.mode_effect(callee, at, bound_, depth + 1))
+        finally:
+            self._mode_active.discard(key)
+
+    def returned_parameter(self, function: str, bound: bool) -> Optional[tuple[Optional[int], str]]:
+        """The parameter a project function returns unchanged: the position a call fills it at (None:
+        by keyword only) and its name; None when it returns none."""
+        module, rest = self.split(self.canonical(function))
+        entry = module.mode_steps.get(rest) if module is not None else None
+        returned = entry["returns"] if entry is not None else None
+        if returned is None:
+            return None
+        self.cited.add(module.path)  # type: ignore[union-attr]
+        positional = entry["params"][1:] if bound else entry["params"]  # type: ignore[index]
+        return positional.index(returned) if returned in positional else None, returned
 
     def enables_checkpointing_on(self, function: str, slot: Union[int, str]) -> bool:
         """Whether calling the project function switches transformers checkpointing on for the object

@@ -406,3 +406,73 @@ def test_the_gates_around_a_call_of_a_checkpointing_method_apply_once_the_model_
     source = METHOD_WRAPPER.format(gate="self.gradient_checkpointing and self.training").replace("model = UNet()\n", "model = UNet()\nmodel.eval()\n")
     assert [f for f in lint_text(source).findings if f.code == "CKPT008"] == []
 
+
+# What a project function does to the mode of the model it is handed (ckptlint/mode_effects.py):
+# the caller's mode holds after a call that never switches it, the mode a helper sets on every
+# path holds after it, anything else is not known.
+SAMPLE = "def sample(model, x):\n    with torch.no_grad():\n        return model(x).argmax(-1)\n\n\n"
+AFTER = "with torch.no_grad():\n    out = model(torch.ones(2, 8))\n"
+
+
+@pytest.mark.parametrize(
+    "helpers, setup, expected",
+    [
+        # A helper that only runs the model (under its own no_grad: reported there too) leaves its mode.
+        (SAMPLE, "model = Stack()\nsample(model, torch.ones(2, 8))\n", {(3, "CKPT008"), (9, "CKPT008")}),
+        ("def width(model):\n    return model.blocks[0].in_features\n\n\n", "model = Stack()\nwidth(model)\n", {(8, "CKPT008")}),
+        ("def show(model):\n    print(model)\n    return isinstance(model, torch.nn.Module)\n\n\n", "model = Stack()\nshow(model)\n", {(9, "CKPT008")}),
+        # One that hands it on to a helper that leaves it, or to a library function.
+        (f"{SAMPLE}def rollout(model, x):\n    return sample(model, x)\n\n\n", "model = Stack()\nrollout(model, torch.ones(2, 8))\n", {(13, "CKPT008")}),
+        ("def save(model):\n    torch.save(model.state_dict(), 'm.pt')\n\n\n", "model = Stack()\nsave(model)\n", {(8, "CKPT008")}),
+        # A helper that sets the mode on every path: its mode holds.
+        ("def prepare(model):\n    model.train()\n    return model\n\n\n", "model = Stack()\nmodel.eval()\nprepare(model)\n", {(10, "CKPT008")}),
+        ("def prepare(model):\n    model.eval()\n\n\n", "model = Stack()\nprepare(model)\n", set()),
+        ("def prepare(model):\n    with torch.no_grad():\n        model.train(False)\n\n\n", "model = Stack()\nprepare(model)\n", set()),
+        ("def inner(model):\n    model.train()\n\n\ndef prepare(model):\n    inner(model)\n\n\n", "model = Stack()\nmodel.eval()\nprepare(model)\n", {(13, "CKPT008")}),
+        # Returned unchanged: the name bound to the result is the same model.
+        ("def prepare(model):\n    model.train()\n    return model\n\n\n", "teacher = Stack().eval()\nmodel = prepare(teacher)\n", {(9, "CKPT008")}),
+        ("def prepare(model):\n    model.train()\n    return model\n\n\n", "model = Stack().eval()\nmodel = prepare(model=model)\n", {(9, "CKPT008")}),
+        # A mode set on some paths only, by a name bound from the parameter, by a flag, or by code
+        # the analysis cannot follow: not known (the caller's train mode no longer holds).
+        ("def prepare(model, evaluating):\n    if evaluating:\n        model.eval()\n\n\n", "model = Stack()\nprepare(model, True)\n", set()),
+        ("def prepare(model):\n    if model is None:\n        return None\n    model.eval()\n\n\n", "model = Stack()\nprepare(model)\n", set()),
+        ("def prepare(model):\n    inner = model.module if hasattr(model, 'module') else model\n    inner.eval()\n\n\n", "model = Stack()\nprepare(model)\n", set()),
+        ("def prepare(model, mode):\n    model.train(mode)\n\n\n", "model = Stack()\nprepare(model, False)\n", set()),
+        ("def prepare(model):\n    switch = model.eval\n    switch()\n\n\n", "model = Stack()\nprepare(model)\n", set()),
+        ("def prepare(model, hook):\n    hook(model)\n\n\n", "model = Stack()\nprepare(model, print)\n", set()),
+        ("def prepare(models):\n    for m in models:\n        m.eval()\n\n\n", "model = Stack()\nprepare([model])\n", {(9, "CKPT008")}),
+        ("def prepare(*models):\n    for m in models:\n        m.eval()\n\n\n", "model = Stack()\nprepare(model)\n", set()),
+        ("def prepare(model):\n    model.apply(lambda m: m.eval())\n\n\n", "model = Stack()\nprepare(model)\n", set()),
+        ("def prepare(model):\n    def switch():\n        model.eval()\n    return switch\n\n\n", "model = Stack()\nprepare(model)()\n", set()),
+    ],
+)
+def test_the_mode_a_function_leaves_its_model_in(helpers, setup, expected):
+    assert grad_free(helpers + setup + AFTER) == expected
+
+
+HELPERS = (
+    "import torch\n\n\ndef sample(model, x):\n    return model(x).argmax(-1)\n\n\ndef prepare(model):\n    model.train()\n    return model\n\n\n"
+    "def freeze(model):\n    model.requires_grad_(False)\n    set_eval(model)\n\n\ndef set_eval(model):\n    model.eval()\n"
+)
+
+
+@pytest.mark.parametrize(
+    "steps, reported",
+    [
+        ("model = prepare(Stack().eval())\n    sample(model, torch.ones(2, 8))\n", True),
+        ("model = Stack()\n    sample(model, torch.ones(2, 8))\n", True),
+        ("model = Stack()\n    freeze(model)\n", False),
+        ("model = Stack()\n    model = prepare(model)\n    freeze(model)\n", False),
+    ],
+)
+def test_the_mode_a_function_in_another_file_leaves_its_model_in(project, steps, reported):
+    from ckptlint.config import Settings
+    from ckptlint.engine import lint
+    from ckptlint.versions import resolve_versions
+
+    prelude = STACK.format(gate=TRAINING_GATE) + "from helpers import freeze, prepare, sample\n\n\ndef main():\n    "
+    root = project({"helpers.py": HELPERS, "train.py": prelude + steps + "    with torch.no_grad():\n        return model(torch.ones(2, 8))\n"})
+    report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
+    assert report.errors == []
+    last = len((prelude + steps).splitlines()) + 2 - PRELUDE_LINES
+    assert {f.line - PRELUDE_LINES for f in report.findings if f.code == "CKPT008"} == ({last} if reported else set())

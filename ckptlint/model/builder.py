@@ -37,7 +37,7 @@ from ckptlint.model.file_model import FileModel
 from ckptlint.model.held_models import HeldModels
 from ckptlint.model.hooks import HookFacts
 from ckptlint.model.hf_configs import CACHE, is_config, tracked_settings, with_setting
-from ckptlint.model.model_states import bind_model, forget_modes, state_of
+from ckptlint.model.model_states import apply_mode_effects, bind_model, state_of
 from ckptlint.model.scope import GRAD_ENABLED, GRAD_UNCHANGED, GradMark, Scope
 from ckptlint.model.shapes import (
     dotted, ends_with_return, free_names, is_main_guard, is_not_training, is_self, last_effects, leaves_the_iteration, module_gates, none_test, requires_training, training_test,
@@ -726,7 +726,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
             self.note_model_handoffs(targets, call, passed)
             self.note_wrapper_call(callee, call)
         if targets or not isinstance(callee, Ref):
-            forget_modes(self, node, callee)
+            apply_mode_effects(self, node, callee, targets, bound)
         api, bound = self.match_api(callee)
         if api is not None:
             self.record(self.checkpoint_site(node, api, bound))

@@ -12,7 +12,7 @@ import libcst as cst
 
 from ckptlint.model.dataflow import tensor_attribute
 from ckptlint.model.hf_configs import built_config, built_elsewhere, is_transformers_model
-from ckptlint.model.model_states import DEEP_COPIES
+from ckptlint.model.model_states import DEEP_COPIES, returned_argument
 from ckptlint.model.scope import CallArguments
 from ckptlint.model.shapes import bound_names, is_self, is_super, none_test
 from ckptlint.model.sites import FlagStatus, FunctionFacts
@@ -285,6 +285,10 @@ class Evaluation:
             return join_grad([self.evaluate(a.value) for a in node.args if not a.star], Spelling("`{}`", node))
         module, name = self.index.split(func.qualname)
         if module is not None and name in module.functions:
+            handed = returned_argument(self, node)  # type: ignore[arg-type]
+            module_handed = self.evaluate(handed) if handed is not None else None
+            if isinstance(module_handed, ModuleObject):
+                return module_handed  # `model = prepare(model)`: the same module
             inputs = [self.evaluate(a.value) for a in node.args if not a.star]
             if any(isinstance(v, Tensor) for v in inputs):
                 # A tensor, but maybe a mask built from an input's shape: whether it needs grad is open.

@@ -9,10 +9,11 @@ through one is the mode of all (measured: tests/runtime/test_policy_trainers_run
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 import libcst as cst
 
+from ckptlint.mode_effects import MAY_CHANGE_MODE, ModeEffect
 from ckptlint.model.apis import HF_MODEL_CONSTRUCTOR
 from ckptlint.model.shapes import is_self
 from ckptlint.model.sites import ModelState
@@ -92,8 +93,46 @@ def model_key(builder: "ModelBuilder", expr: cst.BaseExpression) -> Optional[str
         return model_key(builder, wrapped[0]) if wrapped is not None and wrapped[1] else None
     if isinstance(expr, cst.Call):
         wrapped = wrapped_argument(builder, expr)
-        return model_key(builder, wrapped[0]) if wrapped is not None else None
+        handed = wrapped[0] if wrapped is not None else returned_argument(builder, expr)
+        return model_key(builder, handed) if handed is not None else None
     return None
+
+
+def returned_argument(builder: "ModelBuilder", node: cst.Call) -> Optional[cst.BaseExpression]:
+    """For a call of a project function that returns one of its parameters unchanged
+    (`teacher = prepare_for_training(teacher)`): the argument that fills it."""
+    returned = _returned_slot(builder, node)
+    return returned[0] if returned is not None else None
+
+
+def _returned_slot(builder: "ModelBuilder", node: cst.Call) -> Optional[tuple[cst.BaseExpression, Union[int, str], str, bool]]:
+    """`returned_argument`, with the slot it fills, the function and whether it is bound."""
+    targets, bound = builder.call_targets(builder.evaluate(node.func))
+    if len(targets) != 1:
+        return None
+    returned = builder.index.returned_parameter(targets[0], bound)
+    if returned is None:
+        return None
+    position, name = returned
+    positional = [a for a in node.args if a.keyword is None]
+    if any(a.star for a in positional[: (position or 0) + 1]):
+        return None
+    if position is not None and position < len(positional):
+        return positional[position].value, position, targets[0], bound
+    keyword = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == name), None)
+    return (keyword, name, targets[0], bound) if keyword is not None else None
+
+
+def _returned_state(builder: "ModelBuilder", node: cst.Call) -> Optional[ModelState]:
+    """The state of the model a project function returns unchanged (`set_eval(Tower())`): its
+    argument's, in the mode the function leaves it in."""
+    returned = _returned_slot(builder, node)
+    if returned is None:
+        return None
+    argument, slot, function, bound = returned
+    state = state_of(builder, argument)
+    effect = builder.index.mode_effect(function, slot, bound)
+    return replace(state, training=effect.mode) if effect.changes else state
 
 
 def state_of(builder: "ModelBuilder", expr: cst.BaseExpression) -> ModelState:
@@ -121,6 +160,9 @@ def _unkeyed_state(builder: "ModelBuilder", expr: cst.BaseExpression) -> ModelSt
     callee = builder.evaluate(func)
     if isinstance(callee, Ref) and callee.qualname in DEEP_COPIES and expr.args and not expr.args[0].star:
         return state_of(builder, expr.args[0].value)
+    returned = _returned_state(builder, expr)
+    if returned is not None:
+        return returned
     if isinstance(callee, Ref) and (isinstance(builder.evaluate(expr), ModuleObject) or HF_MODEL_CONSTRUCTOR.fullmatch(callee.qualname)):
         return ModelState(training=True)  # nn.Module.__init__ leaves it in train mode
     return ModelState()
@@ -182,16 +224,42 @@ def set_state(builder: "ModelBuilder", name: str, state: ModelState) -> None:
         scope.checkpointed_models.setdefault(key, state.checkpointing)
 
 
-def forget_modes(builder: "ModelBuilder", node: cst.Call, callee: Value) -> None:
-    """A model handed to a project function (or one the analysis cannot name) may come back in
-    either mode: `prepare(model)` may call `model.eval()`. Wrappers that return the module do not."""
+def apply_mode_effects(builder: "ModelBuilder", node: cst.Call, callee: Value, targets: tuple[str, ...], bound: bool) -> None:
+    """A model handed to a project function (or one the analysis cannot name) comes back in the mode
+    that function leaves it in: the same unless it may change it (`prepare(model)` may call
+    `model.eval()`), the mode it sets on every path, else not known (`ProjectIndex.mode_effect`).
+    Wrappers that return the module do not change it."""
     if wrapped_argument(builder, node, callee) is not None:
         return
+    slot: Union[int, str, None] = 0
     for arg in node.args:
+        if arg.keyword is not None:
+            key_slot: Union[int, str, None] = arg.keyword.value
+        elif arg.star:
+            key_slot, slot = None, None  # what follows a `*args` fills parameters not known here
+        else:
+            key_slot = slot
+            slot = slot + 1 if isinstance(slot, int) else None
         if is_self(arg.value):
             builder.held.note_self_handed(builder)
         key = model_key(builder, arg.value) if isinstance(arg.value, (cst.Name, cst.Attribute)) else None
-        if key is not None:
-            builder.scope.model_modes.pop(key, None)
-            builder.scope.modes_touched.add(key)
-            builder.held.note_handed(builder, key)
+        if key is None:
+            continue
+        effect = _call_effect(builder, targets, bound, key_slot)
+        if not effect.changes:
+            continue
+        builder.scope.modes_touched.add(key)
+        builder.held.note_handed(builder, key)
+        if effect.mode is None:
+            builder.scope.model_modes.pop(resolved(builder.scope, key), None)
+        else:
+            set_state(builder, key, ModelState(training=effect.mode))
+
+
+def _call_effect(builder: "ModelBuilder", targets: tuple[str, ...], bound: bool, slot: Union[int, str, None]) -> ModeEffect:
+    """What a call running `targets` does to the mode of the module it passes at `slot`: each target
+    must agree (no target: a callee not known, which may do anything)."""
+    if not targets or slot is None:
+        return MAY_CHANGE_MODE
+    effects = {builder.index.mode_effect(target, slot, bound) for target in targets}
+    return effects.pop() if len(effects) == 1 else MAY_CHANGE_MODE

@@ -1,0 +1,250 @@
+"""What a function does to the mode of the modules its parameters hold, as the index records it.
+
+A caller that hands its model to a project function (`sample(policy, ids)`) keeps the mode it
+knows unless the function may change it. Each function's summary lists, per parameter, the steps
+that may: `.train(...)` / `.eval()` on the parameter or a name bound from it, and the calls it
+hands the parameter to (checkpointing switched on by a helper is `ProjectIndex.enables_checkpointing_on`). A step is definite when it runs on every path that returns (a statement of the body itself,
+not under an `if`, loop or `try`, and before any `return`). The index folds the steps, following
+the calls into other project functions (`ProjectIndex.mode_effect`): a function that never touches
+the mode leaves the caller's; one that sets it on every path sets it; anything else (a branch, a
+call the analysis cannot name, `.train(flag)` with a flag not known) makes it unknown.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Callable, Iterable, Optional, Union
+
+
+# The JSON shapes of the steps: ["set", True | False | None (not known), definite],
+# ["call", callee (qualified; None: not known), key (positional index or
+# keyword), definite, bound (the callee's first parameter is implicit)].
+Step = list
+# Builtins that inspect the object without running code of it (other builtins: not known).
+_INSPECTING = frozenset({"isinstance", "id", "type", "print", "len", "hasattr", "repr", "str"})
+# The methods of a module that set its mode.
+_MODE_METHODS = frozenset({"train", "eval"})
+
+
+@dataclass
+class _Walk:
+    params: tuple[str, ...]
+    qualify: Callable[[ast.expr], Optional[str]]
+    owner: Optional[str]  # the qualified class of a method (for `self.method(...)`)
+    methods: frozenset[str]  # the methods that class defines
+
+
+def mode_steps(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], qualify: Callable[[ast.expr], Optional[str]], owner: Optional[str] = None, methods: frozenset[str] = frozenset()) -> dict[str, list[Step]]:
+    """Per parameter (only those with steps), what `function` does to the mode of what it holds."""
+    params = all_parameters(function)
+    walk = _Walk(params, qualify, owner, methods)
+    names = _bound_from(function, params)
+    own = _own_nodes_with_statement(function)
+    first_return = min((n.lineno for _, n in own if isinstance(n, (ast.Return, ast.Raise))), default=None)
+    definite_statements = {id(s) for s in _unconditional(function.body)}
+    called = {id(n.func) for _, n in own if isinstance(n, ast.Call)}
+    steps: dict[str, list[Step]] = {}
+    for statement, node in own:
+        definite = id(statement) in definite_statements and (first_return is None or statement.lineno < first_return)
+        for param, step in _steps_at(walk, node, names, definite, called):
+            steps.setdefault(param, []).append(step)
+    for node in ast.walk(function):
+        if node is not function and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            # A nested function may run at any time: what it does to a name it reads is not known.
+            read = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            for param, held in names.items():
+                if read & held:
+                    steps.setdefault(param, []).append(["set", None, False])
+    return {param: _shortest(found) for param, found in steps.items()}
+
+
+def _shortest(steps: list[Step]) -> list[Step]:
+    """The steps with the same effect, fewer: a definite known mode overrides what came before, and
+    a step right after the same step changes nothing (the summary then changes only when the
+    effect may: a body edit that adds a call like one before it does not re-analyse its callers)."""
+    last_set = max((i for i, step in enumerate(steps) if step[0] == "set" and step[1] is not None and step[2]), default=0)
+    kept: list[Step] = []
+    for step in steps[last_set:]:
+        if not kept or kept[-1] != step:
+            kept.append(step)
+    return kept
+
+
+def all_parameters(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> tuple[str, ...]:
+    """Every parameter's name, `*args` and `**kwargs` too."""
+    arguments = function.args
+    extra = [a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None]
+    return tuple(a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)) + tuple(extra)
+
+
+def returned_parameter(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> Optional[str]:
+    """The parameter every `return` of `function` returns (by name, never rebound), if any."""
+    params = {a.arg for a in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)}
+    returned = {n.value.id if isinstance(n.value, ast.Name) else None for n in _own_nodes(function) if isinstance(n, ast.Return)}
+    if len(returned) != 1:
+        return None
+    name = returned.pop()
+    if name is None or name not in params or name == "self":
+        return None
+    rebound = any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, (ast.Store, ast.Del)) for n in _own_nodes(function))
+    return None if rebound else name
+
+
+def _own_nodes(function: ast.AST) -> list[ast.AST]:
+    """The nodes of a function's body, not those of the functions and classes it defines."""
+    return [node for _, node in _own_nodes_with_statement(function)]
+
+
+def _own_nodes_with_statement(function: ast.AST) -> list[tuple[ast.stmt, ast.AST]]:
+    """Each node of the function's own body with the top-level statement that holds it."""
+    found: list[tuple[ast.stmt, ast.AST]] = []
+    for statement in function.body:  # type: ignore[attr-defined]
+        stack: list[ast.AST] = [statement]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            found.append((statement, node))
+            stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _unconditional(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements of a body that run whenever it runs (`with` bodies too)."""
+    found: list[ast.stmt] = []
+    for statement in body:
+        found.append(statement)
+        if isinstance(statement, (ast.With, ast.AsyncWith)):
+            found.extend(_unconditional(statement.body))
+    return found
+
+
+def _bound_from(function: ast.AST, params: tuple[str, ...]) -> dict[str, set[str]]:
+    """Per parameter, the names that may hold it: itself, and any name assigned (or looped, or
+    bound by `with ... as`) from an expression that mentions one of those names."""
+    names = {p: {p} for p in params if p != "self"}
+    changed = True
+    while changed:
+        changed = False
+        for node in _own_nodes(function):
+            pairs: list[tuple[ast.AST, ast.AST]] = []
+            if isinstance(node, ast.Assign):
+                pairs = [(t, node.value) for t in node.targets]
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
+                pairs = [(node.target, node.value)]
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                pairs = [(node.target, node.iter)]
+            elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+                pairs = [(node.optional_vars, node.context_expr)]
+            for target, value in pairs:
+                mentioned = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+                stored = set(_names_bound(target))
+                for held in names.values():
+                    if mentioned & held and not stored <= held:
+                        held |= stored
+                        changed = True
+    return names
+
+
+def _names_bound(target: ast.AST) -> list[str]:
+    """The names an assignment target binds (`a`, `a, *b`; not `x.attr` or `x[i]`)."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for element in target.elts for name in _names_bound(element)]
+    return _names_bound(target.value) if isinstance(target, ast.Starred) else []
+
+
+def _holder(expr: ast.AST, names: dict[str, set[str]]) -> list[str]:
+    """The parameters a bare name may hold."""
+    if not isinstance(expr, ast.Name):
+        return []
+    return [param for param, held in names.items() if expr.id in held]
+
+
+def _steps_at(walk: _Walk, node: ast.AST, names: dict[str, set[str]], definite: bool, called: set[int]) -> list[tuple[str, Step]]:
+    if isinstance(node, ast.Attribute):
+        params = _holder(node.value, names)
+        if node.attr == "training" and isinstance(node.ctx, ast.Store) or node.attr in _MODE_METHODS and id(node) not in called:
+            return [(p, ["set", None, False]) for p in params]  # `m.training = flag`, `switch = m.eval`
+        return []
+    if not isinstance(node, ast.Call):
+        return []
+    func = node.func
+    if isinstance(func, ast.Attribute) and _holder(func.value, names):
+        params = _holder(func.value, names)
+        if func.attr in _MODE_METHODS:
+            return [(p, ["set", _mode_set(func.attr, node), definite]) for p in params]
+        if func.attr == "apply":
+            return [(p, ["set", None, False]) for p in params]  # `m.apply(fn)` runs fn on the module too
+        return []
+    if isinstance(func, ast.Name) and func.id in _INSPECTING and func.id not in walk.params:
+        return []
+    found: list[tuple[str, Step]] = []
+    callee, bound = _callee(walk, func)
+    for key, arg in [*enumerate(node.args), *((k.arg, k.value) for k in node.keywords)]:
+        value = arg.value if isinstance(arg, ast.Starred) else arg
+        for param in _holder(value, names):
+            if isinstance(arg, ast.Starred) or key is None or callee is None:
+                found.append((param, ["set", None, False]))
+            else:
+                found.append((param, ["call", callee, key, definite, bound]))
+    return found
+
+
+def _mode_set(method: str, call: ast.Call) -> Optional[bool]:
+    """The mode `.train(...)` / `.eval()` sets (None: not known)."""
+    if method == "eval":
+        return False if not call.args and not call.keywords else None
+    args = [*call.args, *(k.value for k in call.keywords if k.arg == "mode")]
+    if len(call.args) + len(call.keywords) > 1 or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    if not args:
+        return True
+    flag = args[0]
+    return flag.value if isinstance(flag, ast.Constant) and isinstance(flag.value, bool) else None
+
+
+def _callee(walk: _Walk, func: ast.expr) -> tuple[Optional[str], bool]:
+    """The qualified name of what a call runs (None: not known), and whether it is a bound method."""
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+        if walk.owner is not None and func.attr in walk.methods:
+            return f"{walk.owner}.{func.attr}", True
+        return None, True
+    if isinstance(func, ast.Name) and func.id in walk.params:
+        return None, False
+    return walk.qualify(func), False
+
+
+@dataclass(frozen=True)
+class ModeEffect:
+    """What a call does to the mode of a module it is handed."""
+
+    changes: bool  # it may change it
+    mode: Optional[bool] = None  # the mode it leaves on every path (when it changes it)
+
+
+LEAVES_MODE = ModeEffect(False)
+MAY_CHANGE_MODE = ModeEffect(True)
+
+
+def then(before: ModeEffect, step: ModeEffect, definite: bool) -> ModeEffect:
+    """The effect of `before` followed by `step`, which runs on every path or only on some."""
+    if not step.changes:
+        return before
+    if step.mode is not None and (definite or before.changes and before.mode == step.mode):
+        return step
+    return MAY_CHANGE_MODE
+
+
+def folded(steps: Iterable[Step], effect_of_call: Callable[[str, Union[int, str], bool], ModeEffect]) -> ModeEffect:
+    """The effect of a parameter's steps, in order; `effect_of_call(callee, key, bound)` follows a call."""
+    effect = LEAVES_MODE
+    for step in steps:
+        if step[0] == "set":
+            effect = then(effect, ModeEffect(True, step[1]), step[2])
+        else:
+            _, callee, key, definite, bound = step
+            effect = then(effect, effect_of_call(callee, key, bound), definite)
+    return effect
