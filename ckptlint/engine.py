@@ -719,6 +719,7 @@ def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
     import libcst as cst
 
     from ckptlint.model import build_file_model
+    from ckptlint.model.caller_modes import handed_generates
     from ckptlint.model.grad_free import grad_free_checkpoints
     from ckptlint.model.summaries import Resolver
     from ckptlint.model.walk import descendants
@@ -748,6 +749,7 @@ def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
     model.sites = resolver.sites()
     model.value_in_region = resolver.in_region
     model.grad_free_checkpoints = grad_free_checkpoints(model, resolver)
+    model.cache_uses.extend(handed_generates(model, resolver))
     result["unresolved"] = sum(not site.resolved for site in model.sites)
     rules = [rule() for rule in all_rules()]
     diagnostics = [(rule, d) for rule in rules for d in rule.check(model)]

@@ -67,3 +67,50 @@ def test_what_generation_loses_depends_on_the_transformers_version(version, seve
     [finding] = [f for f in lint_text(source, transformers=version).findings if f.code == "CKPT004"]
     assert finding.severity.value == severity and consequence in finding.message
     assert f"transformers {version} (assumed from --transformers-version)" in finding.message
+
+
+# `generate()` on a model the function is handed: the callers say its mode and checkpointing.
+SAMPLER = '''import torch
+from transformers import AutoModelForCausalLM
+
+
+def sample(policy, ids):
+    with torch.no_grad():
+        return policy.generate(input_ids=ids, max_new_tokens=4)
+
+
+def rollout(policy, ids):
+{rollout}
+
+def main(ids):
+    policy = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+{main}'''
+TRAINED = f"    policy.{ENABLE[len('model.'):]}\n    policy.train()\n"
+
+
+@pytest.mark.parametrize(
+    "rollout, main, expected",
+    [
+        # Handed over training with checkpointing on: reported at the generate call, naming the caller.
+        ("    return sample(policy, ids)\n", f"{TRAINED}    return sample(policy, ids)\n", {7}),
+        ("    return sample(policy, ids)\n", f"{TRAINED}    return sample(ids=ids, policy=policy)\n", {7}),
+        # Correct: eval() first, no train(), no checkpointing, or the helper switches to eval itself.
+        ("    return sample(policy, ids)\n", f"{TRAINED}    policy.eval()\n    return sample(policy, ids)\n", set()),
+        ("    return sample(policy, ids)\n", f"    policy.{ENABLE[len('model.'):]}\n    return sample(policy, ids)\n", set()),
+        ("    return sample(policy, ids)\n", "    policy.train()\n    return sample(policy, ids)\n", set()),
+        ("    policy.eval()\n    return policy.generate(ids)\n", f"{TRAINED}    return rollout(policy, ids)\n", set()),
+        # The helper's own train() with checkpointing its callers switched on: the inline rule's case.
+        ("    policy.train()\n    return policy.generate(ids)\n", f"{TRAINED}    return rollout(policy, ids)\n", set()),
+        # Callers unknown: nothing is known.
+        ("    return sample(policy, ids)\n", "    return policy\n", set()),
+    ],
+)
+def test_generation_on_a_model_handed_over_in_train_mode(rollout, main, expected):
+    report = lint_text(SAMPLER.format(rollout=rollout, main=main))
+    assert report.errors == []
+    assert {f.line for f in report.findings if f.code == "CKPT004"} == expected
+
+
+def test_the_message_names_the_caller_that_hands_the_model_over():
+    [finding] = [f for f in lint_text(SAMPLER.format(rollout="    return None\n", main=f"{TRAINED}    return sample(policy, ids)\n")).findings if f.code == "CKPT004"]
+    assert "`policy.generate(...)` while `policy` is in train() mode with gradient checkpointing on (`example.main` hands it over so: `sample(policy, ids)`)" in finding.message

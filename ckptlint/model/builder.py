@@ -55,6 +55,7 @@ from ckptlint.model.sites import (
     FunctionFacts,
     GradContext,
     GradFreeCall,
+    ParameterGenerate,
     ModelState,
     SelfStore,
     WrapperCall,
@@ -123,6 +124,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         # `set_checkpoint_early_stop(...)` is called here: the early stop of this file's checkpoints is not known.
         self.switches_early_stop = False
         self.grad_free_calls: list[GradFreeCall] = []
+        self.parameter_generates: list[ParameterGenerate] = []
         self.held = HeldModels()
         # `Trainer(...)` calls with checkpointing TrainingArguments (by node id) -> the model they train.
         self.trainer_models: dict[int, str] = {}
@@ -975,7 +977,7 @@ def build_file_model(
     return FileModel(
         path, summary.name, tree, builder.sites, versions, index, settings,
         builder.functions, builder.lambdas, builder.runtime_attrs, builder.cache_uses, builder.calls,
-        builder.wrapper_calls, grad_free_calls=builder.grad_free_calls, switches_early_stop=builder.switches_early_stop,
+        builder.wrapper_calls, grad_free_calls=builder.grad_free_calls, parameter_generates=builder.parameter_generates, switches_early_stop=builder.switches_early_stop,
         hooks=builder.finish_hooks(),
     )
 

@@ -9,7 +9,7 @@ import libcst as cst
 
 from ckptlint.config import Settings
 from ckptlint.index import ProjectIndex
-from ckptlint.model.sites import CacheUse, CallRecord, CheckpointSite, FunctionFacts, GradFreeCall, HookRegistration, WrapperCall
+from ckptlint.model.sites import CacheUse, CallRecord, CheckpointSite, FunctionFacts, GradFreeCall, HookRegistration, ParameterGenerate, WrapperCall
 from ckptlint.model.values import Value
 from ckptlint.versions import LibraryVersions
 
@@ -45,6 +45,8 @@ class FileModel:
     grad_free_calls: list[GradFreeCall] = field(default_factory=list)
     # Those of them that run a checkpoint (set by the engine once callers are known).
     grad_free_checkpoints: list["GradFreeCheckpoint"] = field(default_factory=list)
+    # `generate()` on parameters whose callers decide its mode (the engine adds the `cache_uses` they make).
+    parameter_generates: list[ParameterGenerate] = field(default_factory=list)
     # Module hooks registered here (`block.register_forward_hook(fn)`).
     hooks: list[HookRegistration] = field(default_factory=list)
     # Other files' models by module name, for callees defined elsewhere (set by the engine).

@@ -307,6 +307,17 @@ class GradFreeCall:
     mode_here: bool = False
 
 
+@dataclass(frozen=True, eq=False)
+class ParameterGenerate:
+    """`model.generate(...)` on a parameter whose mode and checkpointing nothing in its function
+    sets: its callers say whether it runs in train mode with checkpointing on (CKPT004)."""
+
+    node: cst.Call
+    model: str  # the variable, as spelled
+    function: str  # the enclosing function
+    param: str  # the parameter the model arrives as
+
+
 @dataclass(frozen=True)
 class CacheUse:
     """`use_cache=True`, `past_key_values=` or `generate()` for a model whose gradient checkpointing is on
@@ -318,3 +329,6 @@ class CacheUse:
     enabled_by: cst.CSTNode  # where checkpointing was switched on
     # `generate()` after a Trainer's `train()` returned, which leaves the model training.
     after_trainer: bool = False
+    # `generate()` on a parameter: the caller that hands the model over training with checkpointing
+    # on, and its call, described.
+    handed_by: str = ""

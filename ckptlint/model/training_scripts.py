@@ -11,7 +11,7 @@ from ckptlint.model.apis import HF_TRAINERS, LIGHTNING_MODULES
 from ckptlint.model.hf_configs import CACHE, caches, config_argument
 from ckptlint.model.model_states import HF_DISABLE_METHODS, model_key, resolved, set_state, state_of
 from ckptlint.model.scope import Scope
-from ckptlint.model.sites import ApiKind, CacheUse, CallRecord, GradFreeCall, ModelHandOff, ModelState
+from ckptlint.model.sites import ApiKind, CacheUse, CallRecord, GradFreeCall, ModelHandOff, ModelState, ParameterGenerate
 from ckptlint.model.torch_knowledge import MODULE_BASES
 from ckptlint.model.values import Const, Instance, ModuleObject, Param, Ref, Value
 from ckptlint.versions import trainer_sets_use_cache
@@ -82,9 +82,19 @@ class TrainingScriptFacts:
             use = CacheUse(node, "generate", key, scope.checkpointed_models[key], after_trainer=key in scope.trained_models)
             self.cache_uses.append(use)
             self.held.relies(self, key, use)
+        elif method == "generate" and key not in scope.checkpointed_models and key not in scope.modes_touched:
+            self.note_parameter_generate(key, node)
         elif method in HF_DISABLE_METHODS:
             scope.checkpointed_models.pop(key, None)
             self.held.note_disabled(self, key)
+
+    def note_parameter_generate(self, name: str, node: cst.Call) -> None:
+        """`model.generate(...)` on a parameter of this function that nothing here switches: its
+        callers' mode and checkpointing decide (`caller_modes.handed_generates`)."""
+        scope = self.scope
+        value = self.lookup(name)
+        if scope.kind == "function" and isinstance(value, Param) and value.function == scope.qualname and value.name == name:
+            self.parameter_generates.append(ParameterGenerate(node, name, scope.qualname, name))
 
     def spell_cache(self, model: str, node: cst.CSTNode, kind: str, on_config: bool = True) -> None:
         """Caching spelled for `model` (`on_config`: on its config, which a later `use_cache = False`

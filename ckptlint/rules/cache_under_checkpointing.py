@@ -60,7 +60,7 @@ class CacheUnderCheckpointing(Rule):
                         "transformers 4.40 and 4.48: the same tokens as eval(), without the cache)",
                         Severity.WARNING,
                     )
-                why = " (a Trainer's `train()` returns with the model still in train mode and checkpointing on)" if use.after_trainer else ""
+                why = " (a Trainer's `train()` returns with the model still in train mode and checkpointing on)" if use.after_trainer else f" ({use.handed_by})" if use.handed_by else ""
                 yield Diagnostic(
                     use.node,
                     f"`{use.model}.generate(...)` while `{use.model}` is in train() mode with gradient checkpointing on{why}: "
