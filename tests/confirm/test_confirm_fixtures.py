@@ -132,6 +132,10 @@ EVIDENCE = {
     ("distillation_eval.py", 133, "CKPT008"): [r"checkpoint at distillation_eval\.py:117 ran with grad disabled", r"example evaluation_of_flagged_model\(\)"],
     ("distillation_eval.py", 83, "CKPT008"): [r"checkpoint at distillation_eval\.py:26 ran with grad disabled", r"the checkpoint calls of the model called at line 83"],
     ("rl_rollouts.py", 62, "CKPT008"): [r"checkpoint at rl_rollouts\.py:62 ran with grad disabled"],
+    ("rl_rollouts.py", 93, "CKPT004"): [r"return value: int64\[2, 14\] \[.*\] with checkpointing after backward; int64\[2, 14\] \[.*\] without", r"example sampling_a_policy_in_train_mode\(\)"],
+    ("mode_helpers.py", 56, "CKPT008"): [r"checkpoint at mode_helpers\.py:28 ran with grad disabled", r"the checkpoint calls of the model called at line 56", r"example scoring_after_a_helper\(\)"],
+    ("mode_helpers.py", 73, "CKPT008"): [r"checkpoint at mode_helpers\.py:28 ran with grad disabled", r"the checkpoint calls of the model called at line 73"],
+    ("mode_helpers.py", 120, "CKPT008"): [r"checkpoint at mode_helpers\.py:93 ran with grad disabled", r"the checkpoint calls of the model called at line 120"],
     ("reentrant_wrapped_blocks.py", 64, "CKPT001"): [r"stem\._checkpoint_wrapped_module\.fc1\.weight: grad None with checkpointing", r"None of the inputs have requires_grad=True", r"built by build_stem_net\(\)"],
     ("reentrant_wrapped_blocks.py", 75, "CKPT001"): [r"blocks\.0\._checkpoint_wrapped_module\.fc1\.weight: grad None with checkpointing", r"built by build_by_comprehension\(\)"],
     ("reentrant_wrapped_blocks.py", 156, "CKPT003"): [r"ValueError: Unexpected keyword arguments: mask with checkpointing; no exception without", r"built by build_with_checkpoint_fn\(\)"],
@@ -281,6 +285,7 @@ LOOK_ALIKES = [
     ("rl_rollouts.py", "rollout_step_in_eval_mode", "policy.generate(", "CKPT004"),
     ("rl_rollouts.py", "rollout_step_train_false", "policy.generate(", "CKPT004"),
     ("rl_rollouts.py", "warm_up_then_sample_in_eval_mode", "policy.generate(", "CKPT004"),
+    ("rl_rollouts.py", "rollout_through_helper_in_eval_mode", "return sample_rollouts(policy, prompts)", "CKPT004"),
     ("frozen_upstream.py", "FrozenEmbeddingClassifierNonReentrant", "checkpoint(", "CKPT005"),
     ("frozen_upstream.py", "FrozenHeadClassifier", "checkpoint(", "CKPT005"),
     ("frozen_upstream.py", "HookedLoraClassifier", "checkpoint(", "CKPT005"),
@@ -326,6 +331,9 @@ LOOK_ALIKES = [
     ("distillation_eval.py", "evaluate_gated", "logits = model(inputs)", "CKPT008"),
     ("distillation_eval.py", "distill_step_eval_teacher", "target = teacher(inputs)", "CKPT008"),
     ("distillation_eval.py", "evaluate_flagged_with_grad_gate", "logits = model(inputs)", "CKPT008"),
+    ("mode_helpers.py", "score_after_set_eval", "logits = model(inputs)", "CKPT008"),
+    ("mode_helpers.py", "teacher_targets_in_eval_mode", "return teacher(inputs)", "CKPT008"),
+    ("mode_helpers.py", "denoise_gated", "unet(noisy)", "CKPT008"),
 ]
 
 

@@ -86,3 +86,16 @@ def test_sampling_right_after_the_trainer_decodes_without_the_cache(fx, tmp_path
     assert tokens.shape == expected.shape == (2, PROMPT + NEW)
     assert torch.equal(tokens[:, : PROMPT + 1], expected[:, : PROMPT + 1])  # same weights: the first new token matches
     assert (tokens[:, PROMPT + 1 :] != expected[:, PROMPT + 1 :]).any()
+
+
+def test_sampling_through_a_helper_decodes_like_the_caller_hands_the_policy_over(fx):
+    """`rollout_through_helper` hands the policy to `sample_rollouts` in train mode with checkpointing
+    on: the helper's rollout decodes without the cache, unlike the same helper after eval()."""
+    prompts = torch.randint(3, 64, (2, PROMPT), generator=torch.Generator().manual_seed(2))
+    torch.manual_seed(0)
+    tokens = fx.rollout_through_helper(prompts)
+    torch.manual_seed(0)
+    expected = fx.rollout_through_helper_in_eval_mode(prompts)
+    assert tokens.shape == expected.shape == (2, PROMPT + NEW)
+    assert torch.equal(tokens[:, : PROMPT + 1], expected[:, : PROMPT + 1])  # same weights: the first new token matches
+    assert (tokens[:, PROMPT + 1 :] != expected[:, PROMPT + 1 :]).any()
