@@ -36,6 +36,7 @@ from ckptlint.names import absolute_module, import_bindings, resolve_dotted
 from ckptlint.registries import FILLING_METHODS, UNKNOWN_ENTRY, RegistryFacts, scan_registries
 from ckptlint.mode_effects import LEAVES_MODE, MAY_CHANGE_MODE, ModeEffect, folded, mode_steps, returned_parameter
 from ckptlint.module_hooks import HookSignature, hook_functions, might_register_hooks
+from ckptlint.site_text import SITE_TEXT
 from ckptlint.syntax import check_future_imports
 from ckptlint.wrapped_modules import ActivationWrap, activation_wraps
 
@@ -346,6 +347,8 @@ class ModuleSummary:
     # hold (ckptlint/mode_effects.py), for those that do something or return a parameter:
     # {"params": positional parameters in order, "steps": {param: steps}, "returns": param or None}.
     mode_steps: dict[str, dict] = field(default_factory=dict)
+    # The module's text may hold a checkpoint site (ckptlint/site_text.py).
+    checkpoint_text: bool = False
     digest: str = field(default="", compare=False)
 
     def to_json(self) -> dict:
@@ -395,6 +398,7 @@ class ModuleSummary:
             hook_functions={name: HookSignature(**hook) for name, hook in data["hook_functions"].items()},
             hook_registrars=tuple(data["hook_registrars"]),
             mode_steps=data["mode_steps"],
+            checkpoint_text=data["checkpoint_text"],
             blocks=[
                 Block(
                     b["start"], b["end"], b["definition"], b["binds"], b["refs"], b["attrs"], b["stashes"],
@@ -601,7 +605,7 @@ class _Summarizer:
             self.param_freezes, enables, built, wraps, self.forwarding, models, self.trains, blocks, self.builders,
             tuple(self.cache_builders),
             scan_registries(self.module, tree, self.filled, set(self.imports), self.qualify, lambda node: _project_name(self, node)),
-            hooks, registrars, self.mode_steps(tree),
+            hooks, registrars, self.mode_steps(tree), SITE_TEXT.search(source) is not None,
         )
 
     def mode_steps(self, tree: ast.Module) -> dict[str, dict]:
@@ -2075,6 +2079,7 @@ class ProjectIndex:
         # Files whose line numbers the current analysis read (summary digests leave positions out).
         self.cited: set[str] = set()
         self._mode_active: set[tuple[str, str, str]] = set()
+        self._imports_text: dict[str, bool] = {}
         self._bound_as: Optional[dict[str, list[tuple[str, str]]]] = None
         self._subclasses: Optional[dict[str, list[str]]] = None
         self._subclasses_of: dict[str, list[str]] = {}
@@ -2827,6 +2832,23 @@ class ProjectIndex:
             users = _reachable({module}, importers)
             holders = self._object_holders[module] = _reachable(users, imported)
         return holders
+
+    def imports_checkpoint_text(self, module: str) -> bool:
+        """Whether a project module `module` imports (directly or through up to two more) holds
+        checkpoint text: a model class from there may checkpoint when this module calls it."""
+        if module not in self._imports_text:
+            graph = self._import_graph()
+            seen, frontier = {module}, set(graph.get(module, ()))
+            for _ in range(3):
+                frontier -= seen
+                if any(self.modules[name].checkpoint_text for name in frontier):
+                    self._imports_text[module] = True
+                    break
+                seen |= frontier
+                frontier = {target for name in frontier for target in graph.get(name, ())}
+            else:
+                self._imports_text[module] = False
+        return self._imports_text[module]
 
     def _import_graph(self) -> dict[str, set[str]]:
         """Project module -> the project modules it imports; a package stands for every module in it

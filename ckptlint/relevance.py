@@ -18,12 +18,8 @@ from typing import Iterator, Optional
 from ckptlint.config import Settings
 from ckptlint.index import Block, Member, ModuleSummary, ProjectIndex
 from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINERS, HF_TRAINING_ARGUMENTS, KNOWN_APIS, LIGHTNING_MODULES, LIGHTNING_NO_GRAD_STEPS
+from ckptlint.site_text import SITE_TEXT
 
-# Text that can only appear where a checkpoint site is; a checkpoint API imported under another
-# name is found through the names a statement reads instead; a callee in parentheses,
-# `(checkpoint)(fn, x)`, is a call too.
-# (`gradient_checkpointing = False`, in every transformers model's __init__, switches nothing on.)
-SITE_TEXT = re.compile(r"checkpoint\w*[\s)]*\(|checkpointing\w*\s*=(?!=)(?!\s*(?:False|None)\b)|use_reentrant|GradientCheckpointingLayer")
 # Where autograd may be switched off: a model called there may run a checkpoint for nothing (CKPT008),
 # so in a file that can hold a site these statements are kept too: `with torch.no_grad():` blocks and
 # module-level functions decorated with it (an `evaluate(model, loader)`). Methods decorated with it
@@ -31,6 +27,8 @@ SITE_TEXT = re.compile(r"checkpoint\w*[\s)]*\(|checkpointing\w*\s*=(?!=)(?!\s*(?
 # helpers, whose parsing cost 8 % of a cold run on transformers, and CKPT008 does not follow the
 # model attributes (`self.teacher(x)`) such methods would call.
 GRAD_OFF_TEXT = re.compile(r"\bwith\b[^\n:]*\b(?:no_grad|inference_mode|set_grad_enabled)\b|^@[\w.]*\b(?:no_grad|inference_mode)\b", re.MULTILINE)
+# The definition of a step Lightning runs without grad.
+LIGHTNING_STEP_TEXT = re.compile(rf"\bdef\s+(?:{'|'.join(LIGHTNING_NO_GRAD_STEPS)})\s*\(")
 # Every match of GRAD_OFF_TEXT holds one of these on its line: the pattern runs on those lines only
 # (over whole files, a pattern that starts with no literal to search for was 4 % of a cold run).
 GRAD_OFF_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
@@ -79,8 +77,16 @@ def _statement_starts(blocks: list[Block], kept: Optional[tuple[int, ...]] = Non
 
 
 def can_matter(text: str, summary: ModuleSummary, index: ProjectIndex, settings: Settings) -> bool:
-    """Can this file hold a checkpoint site at all?"""
-    return _site_text(settings).search(text) is not None or bool(checkpoint_names(summary, index, settings))
+    """Can this file hold a checkpoint site at all, or call a model where autograd is off whose
+    class (from a project module it imports, directly or through others) may checkpoint?"""
+    if _site_text(settings).search(text) is not None or checkpoint_names(summary, index, settings):
+        return True
+    return _may_switch_grad_off(text) and index.imports_checkpoint_text(summary.name)
+
+
+def _may_switch_grad_off(text: str) -> bool:
+    """A `with torch.no_grad():` block, a function decorated with it, or a Lightning step run without grad."""
+    return next(_grad_off_offsets(text), None) is not None or LIGHTNING_STEP_TEXT.search(text) is not None
 
 
 def checkpoint_names(summary: ModuleSummary, index: ProjectIndex, settings: Settings) -> set[str]:
@@ -209,6 +215,7 @@ def _needed_blocks(summary: ModuleSummary, index: ProjectIndex, triggers: set[st
         or triggers.intersection(block.refs.split())
         or (block.stashes and not block.members)  # a script storing state on a module
         or (block.definition and _checkpointing_layer_attrs(summary, index, block.binds.split()))
+        or _runs_steps_without_grad(summary, index, block)  # its `self(x)` there may reach a submodule's checkpoint
     ]
     return _closure(blocks, seeds)
 
@@ -257,6 +264,11 @@ def _unreached_members(summary: ModuleSummary, index: ProjectIndex, needed: set[
         if len(unreached) < len(block.members):  # a class body cannot be left empty
             unreached_all.extend(unreached)
     return unreached_all
+
+
+def _runs_steps_without_grad(summary: ModuleSummary, index: ProjectIndex, block: Block) -> bool:
+    """A Lightning module with a step Lightning runs without grad (`validation_step`, ...)."""
+    return any(member.name in LIGHTNING_NO_GRAD_STEPS for member in block.members) and _is_lightning(summary, index, block)
 
 
 def _is_lightning(summary: ModuleSummary, index: ProjectIndex, block: Block) -> bool:

@@ -476,3 +476,82 @@ def test_the_mode_a_function_in_another_file_leaves_its_model_in(project, steps,
     assert report.errors == []
     last = len((prelude + steps).splitlines()) + 2 - PRELUDE_LINES
     assert {f.line - PRELUDE_LINES for f in report.findings if f.code == "CKPT008"} == ({last} if reported else set())
+
+
+LAYERS = '''import torch.nn as nn
+import torch.utils.checkpoint as cp
+
+
+class Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Linear(8, 8)
+
+    def forward(self, x):
+        if self.training:
+            return cp.checkpoint(self.conv, x, use_reentrant=False)
+        return self.conv(x)
+'''
+NET = "import torch.nn as nn\n\nfrom layers import Layer\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.layer = Layer()\n\n    def forward(self, x):\n        return self.layer(x)\n"
+
+
+@pytest.mark.parametrize(
+    "script, reported",
+    [
+        # A file with no checkpoint text of its own, calling under no_grad a model whose class (from
+        # another file, or through one) checkpoints in training.
+        ("import torch\n\nfrom layers import Layer\n\n\ndef main():\n    model = Layer()\n    with torch.no_grad():\n        return model(torch.ones(2, 8))\n", True),
+        ("import torch\n\nfrom net import Net\n\n\ndef main():\n    model = Net()\n    with torch.no_grad():\n        return model(torch.ones(2, 8))\n", True),
+        ("import torch\n\nfrom net import Net\n\n\n@torch.no_grad()\ndef main():\n    model = Net()\n    return model(torch.ones(2, 8))\n", True),
+        ("import torch\n\nfrom net import Net\n\n\ndef main():\n    model = Net().eval()\n    with torch.no_grad():\n        return model(torch.ones(2, 8))\n", False),
+    ],
+)
+def test_a_model_class_from_another_file_reaches_its_checkpoint_under_no_grad(project, script, reported):
+    from ckptlint.config import Settings
+    from ckptlint.engine import lint
+    from ckptlint.versions import resolve_versions
+
+    root = project({"layers.py": LAYERS, "net.py": NET, "p.py": script})
+    report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
+    assert report.errors == []
+    found = {(f.path.rsplit("/", 1)[-1], f.code) for f in report.findings}
+    assert found == ({("p.py", "CKPT008")} if reported else set())
+
+
+LIGHTNING_SUBMODULE = '''
+from lightning import LightningModule
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Encoder(nn.Module):
+    def __init__(self, use_checkpoint=False):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(8, 8), nn.GELU())
+        self.use_checkpoint = use_checkpoint
+
+    def forward(self, h):
+        if self.use_checkpoint:
+            return checkpoint(self.layers, h, use_reentrant=False)
+        return self.layers(h)
+
+
+class Lit(LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.encoder = Encoder(use_checkpoint={flag})
+
+    def forward(self, x):
+        return self.encoder(x)
+
+    def validation_step(self, batch, batch_idx):
+        return self(batch).sum()
+'''
+
+
+@pytest.mark.parametrize("flag, expected", [("True", {28}), ("False", set())])
+def test_a_lightning_step_reaches_a_submodule_checkpointing_on_its_own_flag(flag, expected):
+    """Lightning calls `.eval()` before its validation loop: a submodule that checkpoints on its flag
+    alone still checkpoints there (tests/runtime/test_lightning_runtime.py)."""
+    report = lint_text(LIGHTNING_SUBMODULE.format(flag=flag))
+    assert {f.line for f in report.findings if f.code == "CKPT008"} == expected

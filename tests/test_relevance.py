@@ -291,3 +291,23 @@ def test_grad_off_text_searched_on_the_lines_with_its_words_finds_every_match():
     ]
     for text in texts:
         assert list(_grad_off_offsets(text)) == [match.start() for match in GRAD_OFF_TEXT.finditer(text)], text
+
+
+def test_grad_off_code_calling_a_model_from_a_checkpointing_module_matters():
+    """A model class imported from a module with checkpoint text (directly or through one it
+    imports) may checkpoint when called where autograd is off (CKPT008); without grad-off code, or
+    importing only modules without checkpoint text, the file holds no site."""
+    layers = "import torch.utils.checkpoint as cp\n\n\nclass Layer:\n    def forward(self, x):\n        return cp.checkpoint(self.f, x, use_reentrant=False)\n"
+    net = "from pkg.layers import Layer\n\n\nclass Net:\n    pass\n"
+    plain = "class Plain:\n    pass\n"
+    scripts = {
+        "evaluate": ("import torch\nfrom pkg.net import Net\n\n\ndef main():\n    with torch.no_grad():\n        return Net()(1)\n", True),
+        "validate": ("from pkg.net import Net\n\n\nclass Lit(Net):\n    def validation_step(self, batch, i):\n        return self(batch)\n", True),
+        "train": ("from pkg.net import Net\n\n\ndef main():\n    return Net()(1)\n", False),
+        "other": ("import torch\nfrom pkg.plain import Plain\n\n\ndef main():\n    with torch.no_grad():\n        return Plain()\n", False),
+    }
+    texts = {"layers": layers, "net": net, "plain": plain, **{name: text for name, (text, _) in scripts.items()}}
+    summaries = {name: summarize(text, f"pkg/{name}.py", f"pkg.{name}", False) for name, text in texts.items()}
+    index = ProjectIndex({s.name: s for s in summaries.values()})
+    for name, (text, matters) in scripts.items():
+        assert can_matter(text, summaries[name], index, Settings()) is matters, name
