@@ -135,6 +135,7 @@ EVIDENCE = {
     ("rl_rollouts.py", 93, "CKPT004"): [r"return value: int64\[2, 14\] \[.*\] with checkpointing after backward; int64\[2, 14\] \[.*\] without", r"example sampling_a_policy_in_train_mode\(\)"],
     ("mode_helpers.py", 56, "CKPT008"): [r"checkpoint at mode_helpers\.py:28 ran with grad disabled", r"the checkpoint calls of the model called at line 56", r"example scoring_after_a_helper\(\)"],
     ("mode_helpers.py", 73, "CKPT008"): [r"checkpoint at mode_helpers\.py:28 ran with grad disabled", r"the checkpoint calls of the model called at line 73"],
+    ("evaluate.py", 13, "CKPT008"): [r"checkpoint at model\.py:15 ran with grad disabled", r"the checkpoint calls of the model called at line 13", r"example scoring_a_model_of_another_file\(\)"],
     ("mode_helpers.py", 120, "CKPT008"): [r"checkpoint at mode_helpers\.py:93 ran with grad disabled", r"the checkpoint calls of the model called at line 120"],
     ("reentrant_wrapped_blocks.py", 64, "CKPT001"): [r"stem\._checkpoint_wrapped_module\.fc1\.weight: grad None with checkpointing", r"None of the inputs have requires_grad=True", r"built by build_stem_net\(\)"],
     ("reentrant_wrapped_blocks.py", 75, "CKPT001"): [r"blocks\.0\._checkpoint_wrapped_module\.fc1\.weight: grad None with checkpointing", r"built by build_by_comprehension\(\)"],
@@ -144,6 +145,7 @@ EVIDENCE = {
     ("lightning_steps.py", 50, "CKPT001"): [r"block\.0\.weight: grad None with checkpointing", r"example lightning_tokens\(\)"],
     ("lightning_steps.py", 33, "CKPT008"): [r"checkpoint at lightning_steps\.py:33 ran with grad disabled", r"example lightning_pairs\(\)"],
     ("lightning_steps.py", 163, "CKPT008"): [r"checkpoint at lightning_steps\.py:152 ran with grad disabled", r"example lightning_flagged_forward\(\)"],
+    ("lightning_steps.py", 227, "CKPT008"): [r"checkpoint at lightning_steps\.py:195 ran with grad disabled", r"example lightning_flagged_encoder\(\)"],
     ("lightning_steps.py", 107, "CKPT005"): [r"block\.0\.weight: grad None with checkpointing", r"example lightning_frozen_stem\(\)"],
     **{("lightning_finetuning.py", line, "CKPT005"): [
         r"block\.0\.weight: grad None with checkpointing", rf"ran {cls}\(\) \(as the project builds it\), then the pre-training hooks .* of the callbacks its Trainer fits it with: `{callback}`",
@@ -240,6 +242,7 @@ LOOK_ALIKES = [
     ("lightning_steps.py", "LitThawedStem", "checkpoint(", "CKPT005"),
     *(("lightning_finetuning.py", name, "checkpoint(", "CKPT005") for name in ("LitFeaturesAtOnce", "LitBackboneThawed", "LitBackboneNonReentrant", "LitNormed")),
     ("lightning_steps.py", "LitTrainingFlaggedForward", "prog_bar=True", "CKPT008"),
+    ("lightning_steps.py", "LitTrainingFlaggedEncoder", "prog_bar=True", "CKPT008"),
     ("rng_replay.py", "Tagger", "checkpoint(", "CKPT002"),
     ("checkpoint_helpers.py", "ReplayingFastPatchClassifier", "fast_checkpoint(", "CKPT002"),
     ("rng_replay.py", "FunctionalTagger", "checkpoint(", "CKPT002"),
@@ -334,6 +337,7 @@ LOOK_ALIKES = [
     ("mode_helpers.py", "score_after_set_eval", "logits = model(inputs)", "CKPT008"),
     ("mode_helpers.py", "teacher_targets_in_eval_mode", "return teacher(inputs)", "CKPT008"),
     ("mode_helpers.py", "denoise_gated", "unet(noisy)", "CKPT008"),
+    ("crossfile/evaluation/evaluate.py", "score_in_eval_mode", "return model(inputs)", "CKPT008"),
 ]
 
 

@@ -102,10 +102,14 @@ def test_dict_batch_is_loader_data_too():
     assert seen["grads"]["block.0.weight"] is None
 
 
-@pytest.mark.parametrize("module_class, validation_calls", [("LitFlaggedForward", [(False, False)]), ("LitTrainingFlaggedForward", [])])
+@pytest.mark.parametrize(
+    "module_class, validation_calls",
+    [("LitFlaggedForward", [(False, False)]), ("LitTrainingFlaggedForward", []), ("LitFlaggedEncoder", [(False, False)]), ("LitTrainingFlaggedEncoder", [])],
+)
 def test_a_forward_checkpointing_on_its_flag_alone_checkpoints_in_the_validation_loop(module_class, validation_calls, monkeypatch):
     """Lightning calls `.eval()` and disables grad for validation: a checkpoint gated on the mode
-    stops, one gated on a flag alone runs there for nothing (grad enabled, train mode recorded per call)."""
+    stops, one gated on a flag alone runs there for nothing (grad enabled, train mode recorded per
+    call), also in a submodule the module's forward calls (`LitFlaggedEncoder`'s encoder)."""
     calls = []
     real = fx.checkpoint
 
