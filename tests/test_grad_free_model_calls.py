@@ -555,3 +555,59 @@ def test_a_lightning_step_reaches_a_submodule_checkpointing_on_its_own_flag(flag
     alone still checkpoints there (tests/runtime/test_lightning_runtime.py)."""
     report = lint_text(LIGHTNING_SUBMODULE.format(flag=flag))
     assert {f.line for f in report.findings if f.code == "CKPT008"} == expected
+
+
+CONFIG_GATED = '''
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+
+@dataclass
+class GPTConfig:
+    width: int = 8
+    gradient_checkpointing: bool = {default}
+
+
+class GPT(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.blocks = nn.ModuleList([nn.Linear(config.width, config.width) for _ in range(2)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            if self.config.gradient_checkpointing and self.training:
+                x = checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)
+        return x
+
+
+def main(flag):
+    policy = GPT({config})
+    with torch.no_grad():
+        return policy(torch.ones(2, 8))
+'''
+
+
+@pytest.mark.parametrize(
+    "default, config, expected",
+    [
+        # The flag of the config object the model is built from, as its construction shows it.
+        ("False", "GPTConfig(gradient_checkpointing=True)", {33}),
+        ("True", "GPTConfig()", {33}),
+        ("True", "GPTConfig(width=8)", {33}),
+        ("False", "GPTConfig()", set()),
+        ("True", "GPTConfig(gradient_checkpointing=False)", set()),
+        # Not known: a flag, or a config built elsewhere.
+        ("False", "GPTConfig(gradient_checkpointing=flag)", set()),
+        ("False", "flag", set()),
+    ],
+)
+def test_a_gate_on_the_models_config_reads_the_config_it_was_built_from(default, config, expected):
+    report = lint_text(CONFIG_GATED.format(default=default, config=config))
+    assert report.errors == []
+    assert {f.line for f in report.findings if f.code == "CKPT008"} == expected

@@ -4,7 +4,8 @@
 
 Arguments are described as the index records them (`AttrBinding.arguments`): `("const", literal)`,
 `("param", name of the enclosing `__init__`'s parameter passed on)`, `("attr", parameter, attribute)`
-for `config.dropout`, or `("?",)`; a construction the LibCST pass sees describes its literals the
+for `config.dropout`, or `("?",)`; a project object built in the call itself is `("object", class,
+its arguments)` (the LibCST pass only); a construction the LibCST pass sees describes its literals the
 same way. Keys are a keyword or `#<position>`; `.<attr>` records an assignment made to the object
 after it was built (`config.dropout = 0.1`), which wins over the constructor's value. Only literals
 count: anything else is unknown, so no guess is ever read as a value.
@@ -42,6 +43,9 @@ def passed(index: "ProjectIndex", cls: str, arguments: dict[str, tuple], context
         value = resolve(described, context)
         if value is not None:
             known[name] = value
+        elif described[0] == "object":
+            # A config object built in the call: its attributes as its construction shows them.
+            known.update((f"{name}.{attr}", field) for attr, field in object_fields(index, described[1], described[2]).items())
         elif described[0] == "param" and context is not None:
             # A config object passed on: its attributes travel with it under the new name.
             prefix = f"{described[1]}."

@@ -380,7 +380,7 @@ class Evaluation:
         described = []
         for arg in node.args:
             value = self.evaluate(arg.value)
-            described.append((arg.keyword.value if arg.keyword else keys[id(arg)], ("const", value.value) if isinstance(value, Const) else ("?",)))
+            described.append((arg.keyword.value if arg.keyword else keys[id(arg)], _described(value)))
         return tuple(described)
 
     def tensor_method(self, receiver: Value, method: str, node: cst.Call) -> Optional[Value]:
@@ -470,3 +470,14 @@ class Evaluation:
             else:
                 positional.append(arg)
         return CallArguments(tuple(positional), keywords, has_star_args, unresolved, spread_value)
+
+
+def _described(value: Value) -> tuple:
+    """A construction argument as ckptlint/model/construction.py describes it: a literal, a project
+    object built right there with its own arguments (`GPT(GPTConfig(gradient_checkpointing=True))`),
+    anything else unknown."""
+    if isinstance(value, Const):
+        return ("const", value.value)
+    if isinstance(value, ModuleObject) and len(value.classes) == 1 and value.container is None and value.arguments is not None:
+        return ("object", value.classes[0], value.arguments)
+    return ("?",)

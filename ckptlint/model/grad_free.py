@@ -148,15 +148,17 @@ def _runs_in_training(model: "FileModel", site: CheckpointSite, state: ModelStat
 
 def _flag_set(index: "ProjectIndex", owner: str, attr: str, built_with: Optional[Context]) -> bool:
     """Whether `self.<attr>` of an `owner` module holds a true literal: bound to one, or to the
-    parameter of the `__init__` that built it, given a literal (or left at a literal default)."""
-    binding = index.attribute(owner, attr)
+    parameter of the `__init__` that built it, given a literal (or left at a literal default); for
+    `config.flag`, the attribute of the config object that parameter was given."""
+    held, _, field = attr.partition(".")
+    binding = index.attribute(owner, held)
     if binding is None:
         return False
-    if binding.has_constant:
+    if binding.has_constant and not field:
         return bool(binding.constant)
-    if binding.param is None or built_with is None or index.attribute_holder(owner, attr) is not index.init_signature(owner):
+    if binding.param is None or built_with is None or index.attribute_holder(owner, held) is not index.init_signature(owner):
         return False
-    given = built_with.get(binding.param)
+    given = built_with.get(f"{binding.param}.{field}" if field else binding.param)
     return given is not None and bool(given.value)
 
 

@@ -61,13 +61,16 @@ def is_not_training(test: cst.BaseExpression) -> bool:
 
 def module_gates(test: cst.BaseExpression) -> Optional[tuple[str, ...]]:
     """The `self.<attr>` flags `if <test>:` requires, through `and`: `self.gradient_checkpointing and
-    self.training and not torch.jit.is_scripting()` gives ("gradient_checkpointing",). The mode,
+    self.training and not torch.jit.is_scripting()` gives ("gradient_checkpointing",), a flag of a
+    config object the module holds `("config.gradient_checkpointing",)`. The mode,
     `torch.is_grad_enabled()`, `x.requires_grad` and negated calls add none; anything else: None."""
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
         left, right = module_gates(test.left), module_gates(test.right)
         return None if left is None or right is None else left + right
     if isinstance(test, cst.Attribute) and is_self(test.value):
         return () if test.attr.value == "training" else (test.attr.value,)
+    if isinstance(test, cst.Attribute) and isinstance(test.value, cst.Attribute) and is_self(test.value.value):
+        return (f"{test.value.attr.value}.{test.attr.value}",)  # `self.config.gradient_checkpointing`
     if isinstance(test, cst.Attribute) and test.attr.value == "requires_grad":
         return ()
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and isinstance(test.expression, cst.Call):

@@ -133,10 +133,10 @@ EVIDENCE = {
     ("distillation_eval.py", 83, "CKPT008"): [r"checkpoint at distillation_eval\.py:26 ran with grad disabled", r"the checkpoint calls of the model called at line 83"],
     ("rl_rollouts.py", 62, "CKPT008"): [r"checkpoint at rl_rollouts\.py:62 ran with grad disabled"],
     ("rl_rollouts.py", 93, "CKPT004"): [r"return value: int64\[2, 14\] \[.*\] with checkpointing after backward; int64\[2, 14\] \[.*\] without", r"example sampling_a_policy_in_train_mode\(\)"],
-    ("mode_helpers.py", 56, "CKPT008"): [r"checkpoint at mode_helpers\.py:28 ran with grad disabled", r"the checkpoint calls of the model called at line 56", r"example scoring_after_a_helper\(\)"],
-    ("mode_helpers.py", 73, "CKPT008"): [r"checkpoint at mode_helpers\.py:28 ran with grad disabled", r"the checkpoint calls of the model called at line 73"],
-    ("evaluate.py", 13, "CKPT008"): [r"checkpoint at model\.py:15 ran with grad disabled", r"the checkpoint calls of the model called at line 13", r"example scoring_a_model_of_another_file\(\)"],
-    ("mode_helpers.py", 120, "CKPT008"): [r"checkpoint at mode_helpers\.py:93 ran with grad disabled", r"the checkpoint calls of the model called at line 120"],
+    ("mode_helpers.py", 58, "CKPT008"): [r"checkpoint at mode_helpers\.py:30 ran with grad disabled", r"the checkpoint calls of the model called at line 58", r"example scoring_after_a_helper\(\)"],
+    ("mode_helpers.py", 75, "CKPT008"): [r"checkpoint at mode_helpers\.py:30 ran with grad disabled", r"the checkpoint calls of the model called at line 75"],
+    ("mode_helpers.py", 122, "CKPT008"): [r"checkpoint at mode_helpers\.py:95 ran with grad disabled", r"the checkpoint calls of the model called at line 122"],
+    ("mode_helpers.py", 163, "CKPT008"): [r"checkpoint at mode_helpers\.py:153 ran with grad disabled", r"the checkpoint calls of the model called at line 163", r"example targets_from_a_built_model\(\)"],
     ("reentrant_wrapped_blocks.py", 64, "CKPT001"): [r"stem\._checkpoint_wrapped_module\.fc1\.weight: grad None with checkpointing", r"None of the inputs have requires_grad=True", r"built by build_stem_net\(\)"],
     ("reentrant_wrapped_blocks.py", 75, "CKPT001"): [r"blocks\.0\._checkpoint_wrapped_module\.fc1\.weight: grad None with checkpointing", r"built by build_by_comprehension\(\)"],
     ("reentrant_wrapped_blocks.py", 156, "CKPT003"): [r"ValueError: Unexpected keyword arguments: mask with checkpointing; no exception without", r"built by build_with_checkpoint_fn\(\)"],
@@ -337,6 +337,7 @@ LOOK_ALIKES = [
     ("mode_helpers.py", "score_after_set_eval", "logits = model(inputs)", "CKPT008"),
     ("mode_helpers.py", "teacher_targets_in_eval_mode", "return teacher(inputs)", "CKPT008"),
     ("mode_helpers.py", "denoise_gated", "unet(noisy)", "CKPT008"),
+    ("mode_helpers.py", "old_values_without_checkpointing", "return policy(inputs)", "CKPT008"),
     ("crossfile/evaluation/evaluate.py", "score_in_eval_mode", "return model(inputs)", "CKPT008"),
 ]
 

@@ -5,7 +5,9 @@ is still True after it), so a `Tower` called under `torch.no_grad()` afterwards 
 (counted here with `torch.is_grad_enabled()` at each call); a helper that calls `.eval()` /
 `.train()` on every path sets the mode its caller sees, also when it returns the model. A checkpoint
 in a method called under `if torch.is_grad_enabled() and self.gradient_checkpointing:` (diffusers'
-gate) does not run without grad; under the flag alone it runs in eval mode too.
+gate) does not run without grad; under the flag alone it runs in eval mode too. A gate on the
+flag of the config the model is built from (`self.config.gradient_checkpointing and self.training`)
+runs when that config switches it on.
 """
 
 import pytest
@@ -75,3 +77,14 @@ def test_the_grad_gate_around_the_method_call_stops_it_without_grad_only(fx):
     unet(noisy).sum().backward()
     assert fx.recorded == [True, True, True]  # with grad on, the same model checkpoints every block
     assert out.shape == noisy.shape
+
+
+def test_a_config_that_switches_checkpointing_on_makes_the_policy_checkpoint_without_grad(fx):
+    inputs = batch()[0]
+    torch.manual_seed(0)
+    values = fx.old_values(inputs)
+    assert fx.recorded == [False, False, False] and not values.requires_grad
+    fx.recorded.clear()
+    torch.manual_seed(0)
+    assert torch.equal(fx.old_values_without_checkpointing(inputs), values)  # same weights, same values
+    assert fx.recorded == []
