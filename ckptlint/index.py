@@ -2080,6 +2080,7 @@ class ProjectIndex:
         self.cited: set[str] = set()
         self._mode_active: set[tuple[str, str, str]] = set()
         self._imports_text: dict[str, bool] = {}
+        self._imported_by_text: Optional[set[str]] = None
         self._bound_as: Optional[dict[str, list[tuple[str, str]]]] = None
         self._subclasses: Optional[dict[str, list[str]]] = None
         self._subclasses_of: dict[str, list[str]] = {}
@@ -2849,6 +2850,13 @@ class ProjectIndex:
             else:
                 self._imports_text[module] = False
         return self._imports_text[module]
+
+    def imported_by_checkpoint_text(self, module: str) -> bool:
+        """Whether a project module holding checkpoint text imports `module` (and may hand it a model)."""
+        if self._imported_by_text is None:
+            graph = self._import_graph()
+            self._imported_by_text = {target for name, targets in graph.items() if self.modules[name].checkpoint_text for target in targets}
+        return module in self._imported_by_text
 
     def _import_graph(self) -> dict[str, set[str]]:
         """Project module -> the project modules it imports; a package stands for every module in it

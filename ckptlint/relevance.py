@@ -27,6 +27,8 @@ from ckptlint.site_text import SITE_TEXT
 # helpers, whose parsing cost 8 % of a cold run on transformers, and CKPT008 does not follow the
 # model attributes (`self.teacher(x)`) such methods would call.
 GRAD_OFF_TEXT = re.compile(r"\bwith\b[^\n:]*\b(?:no_grad|inference_mode|set_grad_enabled)\b|^@[\w.]*\b(?:no_grad|inference_mode)\b", re.MULTILINE)
+# Sampling from a model (CKPT004 when it trains with checkpointing on).
+GENERATE_TEXT = ".generate("
 # The definition of a step Lightning runs without grad.
 LIGHTNING_STEP_TEXT = re.compile(rf"\bdef\s+(?:{'|'.join(LIGHTNING_NO_GRAD_STEPS)})\s*\(")
 # Every match of GRAD_OFF_TEXT holds one of these on its line: the pattern runs on those lines only
@@ -77,11 +79,16 @@ def _statement_starts(blocks: list[Block], kept: Optional[tuple[int, ...]] = Non
 
 
 def can_matter(text: str, summary: ModuleSummary, index: ProjectIndex, settings: Settings) -> bool:
-    """Can this file hold a checkpoint site at all, or call a model where autograd is off whose
-    class (from a project module it imports, directly or through others) may checkpoint?"""
+    """Can this file hold a checkpoint site at all, call a model where autograd is off whose class
+    (from a project module it imports, directly or through others) may checkpoint, or run or sample
+    from a model a module with checkpoint text hands it?"""
     if _site_text(settings).search(text) is not None or checkpoint_names(summary, index, settings):
         return True
-    return _may_switch_grad_off(text) and index.imports_checkpoint_text(summary.name)
+    if _may_switch_grad_off(text) and index.imports_checkpoint_text(summary.name):
+        return True
+    # A helper handed a model by a module that switches checkpointing on may run it without grad,
+    # or sample from it (`def sample(policy, ids): return policy.generate(ids)`).
+    return (_may_switch_grad_off(text) or GENERATE_TEXT in text) and index.imported_by_checkpoint_text(summary.name)
 
 
 def _may_switch_grad_off(text: str) -> bool:

@@ -114,3 +114,18 @@ def test_generation_on_a_model_handed_over_in_train_mode(rollout, main, expected
 def test_the_message_names_the_caller_that_hands_the_model_over():
     [finding] = [f for f in lint_text(SAMPLER.format(rollout="    return None\n", main=f"{TRAINED}    return sample(policy, ids)\n")).findings if f.code == "CKPT004"]
     assert "`policy.generate(...)` while `policy` is in train() mode with gradient checkpointing on (`example.main` hands it over so: `sample(policy, ids)`)" in finding.message
+
+
+def test_a_sampling_helper_in_a_file_of_its_own(project):
+    """The helper's file has no checkpoint text: the training script that imports it does."""
+    from ckptlint.config import Settings
+    from ckptlint.engine import lint
+    from ckptlint.versions import resolve_versions
+
+    rollout = "import torch\n\n\ndef sample(policy, ids):\n    with torch.no_grad():\n        return policy.generate(input_ids=ids, max_new_tokens=4)\n"
+    train = SAMPLER.split("\n\ndef sample")[0] + "\nfrom rollout import sample\n\n\ndef main(ids):\n    policy = AutoModelForCausalLM.from_pretrained(\"meta-llama/Llama-3.2-1B\")\n{main}"
+    for main, expected in ((f"{TRAINED}    return sample(policy, ids)\n", {("rollout.py", 6)}), (f"{TRAINED}    policy.eval()\n    return sample(policy, ids)\n", set())):
+        root = project({"rollout.py": rollout, "train.py": train.format(main=main)})
+        report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
+        assert report.errors == []
+        assert {(f.path.rsplit("/", 1)[-1], f.line) for f in report.findings if f.code == "CKPT004"} == expected

@@ -311,3 +311,20 @@ def test_grad_off_code_calling_a_model_from_a_checkpointing_module_matters():
     index = ProjectIndex({s.name: s for s in summaries.values()})
     for name, (text, matters) in scripts.items():
         assert can_matter(text, summaries[name], index, Settings()) is matters, name
+
+
+def test_a_helper_imported_by_a_module_with_checkpoint_text_matters_when_it_samples_or_switches_grad_off():
+    """`def sample(policy, ids): return policy.generate(ids)` in a file of its own, called by a
+    training script that switches checkpointing on (CKPT004, CKPT008 through the callers)."""
+    train = "from pkg.rollout import sample\n\n\ndef main(policy, ids):\n    policy.gradient_checkpointing_enable()\n    return sample(policy, ids)\n"
+    helpers = {
+        "rollout": ("def sample(policy, ids):\n    return policy.generate(ids)\n", True),
+        "scoring": ("import torch\n\n\ndef score(model, ids):\n    with torch.no_grad():\n        return model(ids)\n", True),
+        "text": ("def decode(ids):\n    return ids.tolist()\n", False),
+    }
+    texts = {"train": train + "from pkg.scoring import score\nfrom pkg.text import decode\n", **{name: text for name, (text, _) in helpers.items()}, "lonely": helpers["rollout"][0]}
+    summaries = {name: summarize(text, f"pkg/{name}.py", f"pkg.{name}", False) for name, text in texts.items()}
+    index = ProjectIndex({s.name: s for s in summaries.values()})
+    for name, (text, matters) in helpers.items():
+        assert can_matter(text, summaries[name], index, Settings()) is matters, name
+    assert not can_matter(texts["lonely"], summaries["lonely"], index, Settings())  # nothing with checkpoint text imports it
