@@ -60,10 +60,11 @@ _CHECKPOINT_IMPORT = re.compile(r"^\s*(?:from|import)\s.*(?:[Cc]heckpoint|Traini
 def _may_hold_a_site(text: str, settings: Settings) -> bool:
     """The engine's text cut (a checkpoint call, flag or layer, a configured wrapper's name), plus
     the imports its index resolves: all a file linted alone can hold a site through (transformers:
-    595 of 2,860 files pass)."""
-    from ckptlint.relevance import SITE_TEXT
+    595 of 2,860 files pass); and code that may call or sample from a model of another file where
+    grad is off (`relevance.can_matter` decides with the project's index)."""
+    from ckptlint.relevance import GENERATE_TEXT, SITE_TEXT, may_switch_grad_off
 
-    if SITE_TEXT.search(text) or _CHECKPOINT_IMPORT.search(text):
+    if SITE_TEXT.search(text) or _CHECKPOINT_IMPORT.search(text) or GENERATE_TEXT in text or may_switch_grad_off(text):
         return True
     wrappers = [name.rsplit(".", 1)[-1] for name, _ in settings.checkpoint_functions]
     return bool(wrappers) and re.search(rf"\b(?:{'|'.join(map(re.escape, wrappers))})\b", text) is not None

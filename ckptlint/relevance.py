@@ -84,14 +84,14 @@ def can_matter(text: str, summary: ModuleSummary, index: ProjectIndex, settings:
     from a model a module with checkpoint text hands it?"""
     if _site_text(settings).search(text) is not None or checkpoint_names(summary, index, settings):
         return True
-    if _may_switch_grad_off(text) and index.imports_checkpoint_text(summary.name):
+    if may_switch_grad_off(text) and index.imports_checkpoint_text(summary.name):
         return True
     # A helper handed a model by a module that switches checkpointing on may run it without grad,
     # or sample from it (`def sample(policy, ids): return policy.generate(ids)`).
-    return (_may_switch_grad_off(text) or GENERATE_TEXT in text) and index.imported_by_checkpoint_text(summary.name)
+    return (may_switch_grad_off(text) or GENERATE_TEXT in text) and index.imported_by_checkpoint_text(summary.name)
 
 
-def _may_switch_grad_off(text: str) -> bool:
+def may_switch_grad_off(text: str) -> bool:
     """A `with torch.no_grad():` block, a function decorated with it, or a Lightning step run without grad."""
     return next(_grad_off_offsets(text), None) is not None or LIGHTNING_STEP_TEXT.search(text) is not None
 
