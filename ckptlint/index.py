@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
+from ckptlint.ast_nodes import in_source_order, nodes
 from ckptlint.model.apis import (
     AUTOGRAD_FUNCTIONS,
     CHECKPOINT_WRAPPER,
@@ -34,7 +35,7 @@ from ckptlint.model.sites import ApiKind
 from ckptlint.model.torch_knowledge import MODULE_BASES, MODULE_SELF_METHODS
 from ckptlint.names import absolute_module, import_bindings, resolve_dotted
 from ckptlint.registries import FILLING_METHODS, UNKNOWN_ENTRY, RegistryFacts, scan_registries
-from ckptlint.mode_effects import LEAVES_MODE, MAY_CHANGE_MODE, ModeEffect, folded, mode_steps, returned_parameter
+from ckptlint.mode_effects import LEAVES_MODE, MAY_CHANGE_MODE, ModeEffect, folded, mode_steps
 from ckptlint.module_hooks import HookSignature, hook_functions, might_register_hooks
 from ckptlint.site_text import SITE_TEXT
 from ckptlint.syntax import check_future_imports
@@ -704,7 +705,7 @@ class _Summarizer:
         callbacks = _TrainerCallbacks(self)
         lists: dict[str, list[ast.expr]] = {}  # names bound to a literal list or tuple, for loops over them
         for stmt in body:
-            for node in _in_source_order(stmt):
+            for node in in_source_order(stmt):
                 if type(node) is ast.Call:
                     wrap = self.peft_effect(node, held, ctors) if id(node) not in wrapped else None
                     if wrap is not None:
@@ -978,7 +979,7 @@ class _Summarizer:
         # Local lists that later become ModuleList/Sequential contents (`layers.append(Block())`), and
         # local modules that later become attributes.
         local_elements: dict[str, list[str]] = {}
-        for node in _in_source_order(init):
+        for node in in_source_order(init):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer" and node.args:
                 known, name = literal(node.args[0])
                 if known and isinstance(name, str) and isinstance(node.func.value, ast.Name) and node.func.value.id == "self":
@@ -1142,7 +1143,7 @@ class _TrainerCallbacks:
         """The callbacks a helper of the module returns (`return [FreezeBackbone(), ...]`)."""
         inner = _TrainerCallbacks(self.summarizer, self.depth + 1)
         for stmt in helper.body[:-1]:
-            for node in _in_source_order(stmt):
+            for node in in_source_order(stmt):
                 if type(node) is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
                     inner.assign(node.targets[0].id, node.value)
                 elif type(node) is ast.Call and type(node.func) is ast.Attribute:
@@ -1199,7 +1200,7 @@ def _freeze_facts(
     `lists`: local names bound to a literal list or tuple before `scope` (`stem = [self.conv1, self.bn1]`)."""
     facts = _FreezeFacts(base, path, finetuning)
     facts.lists.update(lists or {})
-    for node in _in_source_order(scope):
+    for node in in_source_order(scope):
         facts.visit(node)
     return facts.freeze
 
@@ -1383,7 +1384,7 @@ class _FreezeFacts:
             elif isinstance(stmt, ast.Try):
                 self.condition_body([*stmt.body, *stmt.orelse, *stmt.finalbody, *(s for h in stmt.handlers for s in h.body)], condition, name)
             elif condition is not None:
-                for node in _nodes(stmt):
+                for node in nodes(stmt):
                     self.conditions[id(node)] = condition
 
     def requires_grad(self, owner: ast.AST, value: ast.AST, node: ast.AST, lineno: int) -> None:
@@ -1552,7 +1553,7 @@ class _Reads:
         type_checked: set[int] = set()
         handed_back: set[int] = set()
         for root in roots:
-            for node in _nodes(root):
+            for node in nodes(root):
                 kind = type(node)
                 if kind is ast.Name:
                     (self.loads if type(node.ctx) is ast.Load else self.stores).add(node.id)
@@ -1828,8 +1829,7 @@ def _note_mode_steps(
     found: dict[str, dict], name: str, function: Union[ast.FunctionDef, ast.AsyncFunctionDef], qualify: Callable[[ast.expr], Optional[str]],
     owner: Optional[str] = None, methods: frozenset[str] = frozenset(),
 ) -> None:
-    steps = mode_steps(function, qualify, owner, methods)
-    returned = returned_parameter(function)
+    steps, returned = mode_steps(function, qualify, owner, methods)
     if steps or returned:
         arguments = function.args
         found[name] = {
@@ -1935,58 +1935,6 @@ def _is_self(node: ast.AST) -> bool:
 
 def _first_line(node: ast.stmt) -> int:
     return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
-
-
-def _in_source_order(node: ast.AST) -> list[ast.AST]:
-    """Depth-first pre-order; `ast.walk` is breadth-first, which would read a list before it is filled."""
-    order = []
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if not isinstance(current, ast.AST):
-            continue
-        order.append(current)
-        children: list = []
-        for name in _child_fields(type(current)):
-            value = getattr(current, name, None)
-            if type(value) is list:
-                children.extend(value)
-            elif value is not None:
-                children.append(value)
-        children.reverse()
-        stack.extend(children)
-    return order
-
-
-def _nodes(node: ast.AST) -> list[ast.AST]:
-    """Every node under `node` but expression contexts, in no particular order (faster than `ast.walk`)."""
-    found = []
-    stack = [node]
-    pop, push, extend, add, AST = stack.pop, stack.append, stack.extend, found.append, ast.AST
-    while stack:
-        current = pop()
-        if not isinstance(current, AST):
-            continue  # None in `Dict.keys`, strings in pattern fields
-        add(current)
-        for name in _child_fields(type(current)):
-            value = getattr(current, name, None)
-            if type(value) is list:
-                extend(value)
-            elif value is not None:
-                push(value)
-    return found
-
-
-def _child_fields(kind: type) -> tuple[str, ...]:
-    fields = _CHILD_FIELDS.get(kind)
-    if fields is None:
-        # Leaves (identifiers, constants, operators, Load/Store) hold nothing to walk into.
-        fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
-    return fields
-
-
-_LEAF_FIELDS = frozenset({"ctx", "id", "attr", "arg", "asname", "name", "names", "module", "level", "kind", "type_comment", "op", "ops", "conversion", "is_async", "simple", "tag"})
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
 
 
 def _self_attr(node: ast.AST) -> Optional[str]:

@@ -16,6 +16,8 @@ import ast
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Union
 
+from ckptlint.ast_nodes import child_fields, nodes
+
 
 # The JSON shapes of the steps: ["set", True | False | None (not known), definite],
 # ["call", callee (qualified; None: not known), key (positional index or
@@ -35,12 +37,17 @@ class _Walk:
     methods: frozenset[str]  # the methods that class defines
 
 
-def mode_steps(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], qualify: Callable[[ast.expr], Optional[str]], owner: Optional[str] = None, methods: frozenset[str] = frozenset()) -> dict[str, list[Step]]:
-    """Per parameter (only those with steps), what `function` does to the mode of what it holds."""
+def mode_steps(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], qualify: Callable[[ast.expr], Optional[str]], owner: Optional[str] = None, methods: frozenset[str] = frozenset()) -> tuple[dict[str, list[Step]], Optional[str]]:
+    """Per parameter (only those with steps), what `function` does to the mode of what it holds,
+    and the parameter it returns unchanged (`returned_parameter`). One walk of the body serves both:
+    the index runs this on every function of the project."""
     params = all_parameters(function)
+    if all(_holds_data(a.annotation) for a in _arguments(function) if a.arg != "self"):
+        return {}, None
+    own, nested, stored = _own_nodes_with_statement(function)
+    returned = returned_parameter(function, own, stored)
     walk = _Walk(params, qualify, owner, methods)
-    names = _bound_from(function, params)
-    own = _own_nodes_with_statement(function)
+    names = _bound_from(own, params)
     first_return = min((n.lineno for _, n in own if isinstance(n, (ast.Return, ast.Raise))), default=None)
     definite_statements = {id(s) for s in _unconditional(function.body)}
     called = {id(n.func) for _, n in own if isinstance(n, ast.Call)}
@@ -49,14 +56,42 @@ def mode_steps(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], qualify: 
         definite = id(statement) in definite_statements and (first_return is None or statement.lineno < first_return)
         for param, step in _steps_at(walk, node, names, definite, called):
             steps.setdefault(param, []).append(step)
-    for node in ast.walk(function):
-        if node is not function and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            # A nested function may run at any time: what it does to a name it reads is not known.
-            read = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-            for param, held in names.items():
-                if read & held:
-                    steps.setdefault(param, []).append(["set", None, False])
-    return {param: _shortest(found) for param, found in steps.items()}
+    for node in nested:
+        # A nested function may run at any time: what it does to a name it reads is not known.
+        read = {n.id for n in nodes(node) if isinstance(n, ast.Name)}
+        for param, held in names.items():
+            if read & held:
+                steps.setdefault(param, []).append(["set", None, False])
+    return {param: _shortest(found) for param, found in steps.items()}, returned
+
+
+def _arguments(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> list[ast.arg]:
+    arguments = function.args
+    return [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, *(a for a in (arguments.vararg, arguments.kwarg) if a is not None)]
+
+
+def _holds_data(annotation: Optional[ast.expr]) -> bool:
+    """An annotation every name of which is a tensor, scalar or container type (`Optional[torch.Tensor]`,
+    `tuple[int, ...]`): the parameter cannot hold a module, so nothing done with it changes a mode
+    (in library code most parameters are annotated so, and this skips walking their functions)."""
+    if annotation is None or (annotation.id if isinstance(annotation, ast.Name) else getattr(annotation, "attr", None)) in _CONTAINERS:
+        return False
+    for node in nodes(annotation):
+        if isinstance(node, ast.Name) and node.id not in _DATA_TYPES or isinstance(node, ast.Attribute) and node.attr not in _DATA_TYPES:
+            return False
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return False  # a forward reference: not read
+    return True
+
+
+# Types whose values are never modules (`torch.` and `typing.` prefixes are attributes' roots).
+_DATA_TYPES = frozenset({
+    "torch", "typing", "Tensor", "FloatTensor", "LongTensor", "BoolTensor", "HalfTensor", "IntTensor", "ByteTensor", "dtype", "device", "Size",
+    "int", "float", "bool", "str", "bytes", "complex", "None", "Optional", "Union", "tuple", "Tuple", "list", "List", "dict", "Dict", "Sequence",
+    "Mapping", "Iterable",
+})
+# Containers hold data only when their subscript says so (a bare `list` may hold modules).
+_CONTAINERS = frozenset({"tuple", "Tuple", "list", "List", "dict", "Dict", "Sequence", "Mapping", "Iterable"})
 
 
 def _shortest(steps: list[Step]) -> list[Step]:
@@ -78,36 +113,54 @@ def all_parameters(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> tu
     return tuple(a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)) + tuple(extra)
 
 
-def returned_parameter(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> Optional[str]:
-    """The parameter every `return` of `function` returns (by name, never rebound), if any."""
+def returned_parameter(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], own: list[tuple[ast.stmt, ast.AST]], stored: set[str]) -> Optional[str]:
+    """The parameter every `return` of `function` returns (by name, never rebound), if any; `own`
+    and `stored`: its body's nodes and the names it binds (`_own_nodes_with_statement`)."""
     params = {a.arg for a in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)}
-    returned = {n.value.id if isinstance(n.value, ast.Name) else None for n in _own_nodes(function) if isinstance(n, ast.Return)}
+    returned = {n.value.id if isinstance(n.value, ast.Name) else None for _, n in own if isinstance(n, ast.Return)}
     if len(returned) != 1:
         return None
     name = returned.pop()
-    if name is None or name not in params or name == "self":
+    if name is None or name not in params or name == "self" or name in stored:
         return None
-    rebound = any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, (ast.Store, ast.Del)) for n in _own_nodes(function))
-    return None if rebound else name
+    return name
 
 
-def _own_nodes(function: ast.AST) -> list[ast.AST]:
-    """The nodes of a function's body, not those of the functions and classes it defines."""
-    return [node for _, node in _own_nodes_with_statement(function)]
-
-
-def _own_nodes_with_statement(function: ast.AST) -> list[tuple[ast.stmt, ast.AST]]:
-    """Each node of the function's own body with the top-level statement that holds it."""
+def _own_nodes_with_statement(function: ast.AST) -> tuple[list[tuple[ast.stmt, ast.AST]], list[ast.AST], set[str]]:
+    """The nodes of the function's own body a summary reads (`_READ`), each with the top-level
+    statement that holds it; the functions, lambdas and classes it defines (their bodies are not its
+    own); the names its own body binds or deletes."""
     found: list[tuple[ast.stmt, ast.AST]] = []
+    nested: list[ast.AST] = []
+    stored: set[str] = set()
     for statement in function.body:  # type: ignore[attr-defined]
         stack: list[ast.AST] = [statement]
         while stack:
             node = stack.pop()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            if not isinstance(node, ast.AST):
+                continue  # None in `Dict.keys`, strings in pattern fields
+            kind = type(node)
+            if kind is ast.Name:
+                if type(node.ctx) is not ast.Load:  # type: ignore[attr-defined]
+                    stored.add(node.id)  # type: ignore[attr-defined]
                 continue
-            found.append((statement, node))
-            stack.extend(ast.iter_child_nodes(node))
-    return found
+            if kind in _NESTED:
+                nested.append(node)
+                continue
+            if kind in _READ:
+                found.append((statement, node))
+            for name in child_fields(kind):
+                value = getattr(node, name, None)
+                if type(value) is list:
+                    stack.extend(value)
+                elif value is not None:
+                    stack.append(value)
+    return found, nested, stored
+
+
+_NESTED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
+_BINDING = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension, ast.withitem})
+_READ = _BINDING | {ast.Return, ast.Raise, ast.Call, ast.Attribute}
 
 
 def _unconditional(body: list[ast.stmt]) -> list[ast.stmt]:
@@ -120,30 +173,35 @@ def _unconditional(body: list[ast.stmt]) -> list[ast.stmt]:
     return found
 
 
-def _bound_from(function: ast.AST, params: tuple[str, ...]) -> dict[str, set[str]]:
+def _bound_from(own: list[tuple[ast.stmt, ast.AST]], params: tuple[str, ...]) -> dict[str, set[str]]:
     """Per parameter, the names that may hold it: itself, and any name assigned (or looped, or
     bound by `with ... as`) from an expression that mentions one of those names."""
     names = {p: {p} for p in params if p != "self"}
-    changed = True
+    bindings: list[tuple[set[str], set[str]]] = []  # (names the value mentions, names the target binds)
+    for _, node in own:
+        pairs: list[tuple[ast.AST, ast.AST]] = []
+        if type(node) not in _BINDING:
+            continue
+        if isinstance(node, ast.Assign):
+            pairs = [(t, node.value) for t in node.targets]
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
+            pairs = [(node.target, node.value)]
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            pairs = [(node.target, node.iter)]
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            pairs = [(node.optional_vars, node.context_expr)]
+        for target, value in pairs:
+            stored = set(_names_bound(target))
+            if stored:
+                bindings.append(({n.id for n in nodes(value) if isinstance(n, ast.Name)}, stored))
+    changed = bool(bindings)
     while changed:
         changed = False
-        for node in _own_nodes(function):
-            pairs: list[tuple[ast.AST, ast.AST]] = []
-            if isinstance(node, ast.Assign):
-                pairs = [(t, node.value) for t in node.targets]
-            elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
-                pairs = [(node.target, node.value)]
-            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-                pairs = [(node.target, node.iter)]
-            elif isinstance(node, ast.withitem) and node.optional_vars is not None:
-                pairs = [(node.optional_vars, node.context_expr)]
-            for target, value in pairs:
-                mentioned = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
-                stored = set(_names_bound(target))
-                for held in names.values():
-                    if mentioned & held and not stored <= held:
-                        held |= stored
-                        changed = True
+        for mentioned, stored in bindings:
+            for held in names.values():
+                if mentioned & held and not stored <= held:
+                    held |= stored
+                    changed = True
     return names
 
 

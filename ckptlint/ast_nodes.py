@@ -1,0 +1,60 @@
+"""Fast walks over `ast` trees: the index and the per-function summaries walk every function of a
+project, and `ast.walk` / `ast.iter_child_nodes` (a generator over every field, leaves included)
+were most of that time."""
+
+from __future__ import annotations
+
+import ast
+
+
+def in_source_order(node: ast.AST) -> list[ast.AST]:
+    """Depth-first pre-order; `ast.walk` is breadth-first, which would read a list before it is filled."""
+    order = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if not isinstance(current, ast.AST):
+            continue
+        order.append(current)
+        children: list = []
+        for name in child_fields(type(current)):
+            value = getattr(current, name, None)
+            if type(value) is list:
+                children.extend(value)
+            elif value is not None:
+                children.append(value)
+        children.reverse()
+        stack.extend(children)
+    return order
+
+
+def nodes(node: ast.AST) -> list[ast.AST]:
+    """Every node under `node` but expression contexts, in no particular order (faster than `ast.walk`)."""
+    found = []
+    stack = [node]
+    pop, push, extend, add, AST = stack.pop, stack.append, stack.extend, found.append, ast.AST
+    while stack:
+        current = pop()
+        if not isinstance(current, AST):
+            continue  # None in `Dict.keys`, strings in pattern fields
+        add(current)
+        for name in child_fields(type(current)):
+            value = getattr(current, name, None)
+            if type(value) is list:
+                extend(value)
+            elif value is not None:
+                push(value)
+    return found
+
+
+def child_fields(kind: type) -> tuple[str, ...]:
+    """The fields of a node type that can hold nodes."""
+    fields = _CHILD_FIELDS.get(kind)
+    if fields is None:
+        # Leaves (identifiers, constants, operators, Load/Store) hold nothing to walk into.
+        fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
+    return fields
+
+
+_LEAF_FIELDS = frozenset({"ctx", "id", "attr", "arg", "asname", "name", "names", "module", "level", "kind", "type_comment", "op", "ops", "conversion", "is_async", "simple", "tag"})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
