@@ -26,7 +26,11 @@ from ckptlint.site_text import SITE_TEXT
 # are left out: in library code they are rotary embeddings, weight initialisers and generation
 # helpers, whose parsing cost 8 % of a cold run on transformers, and CKPT008 does not follow the
 # model attributes (`self.teacher(x)`) such methods would call.
-GRAD_OFF_TEXT = re.compile(r"\bwith\b[^\n:]*\b(?:no_grad|inference_mode|set_grad_enabled)\b|^@[\w.]*\b(?:no_grad|inference_mode)\b", re.MULTILINE)
+# `with` starts its line (a statement): the same words in docstrings' examples (`>>> with torch.no_grad():`)
+# and comments are no code, and made 20 of transformers' files without checkpoint text matter.
+GRAD_OFF_TEXT = re.compile(
+    r"(?:^|(?<=\r))[ \t]*(?:async[ \t]+)?with\b[^\n:]*\b(?:no_grad|inference_mode|set_grad_enabled)\b|^@[\w.]*\b(?:no_grad|inference_mode)\b", re.MULTILINE
+)
 # Sampling from a model (CKPT004 when it trains with checkpointing on).
 GENERATE_TEXT = ".generate("
 # The definition of a step Lightning runs without grad.
@@ -149,11 +153,22 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
     if summary.hook_registrars:
         patterns = (*patterns, HOOK_TEXT)
     site_lines = [bisect_right(starts, match.start()) for pattern in patterns for match in pattern.finditer(text)]
-    site_lines.extend(bisect_right(starts, offset) for offset in _grad_off_offsets(text))
+    grad_off_lines = [bisect_right(starts, offset) for offset in _grad_off_offsets(text)]
+    if not site_lines and not triggers:
+        # The file matters only for the models it calls where autograd is off (`can_matter`): CKPT008
+        # follows the models of functions and script code, not those a class keeps on attributes
+        # (`self.model(x)`), so grad-off code in methods seeds nothing (in transformers it is weight
+        # initialisation and generation, whose classes pulled in half of such files).
+        grad_off_lines = [line for line in grad_off_lines if not _in_class(blocks, line)]
+    site_lines.extend(grad_off_lines)
     needed = _needed_blocks(summary, index, triggers, site_lines)
     # Inside a class, a checkpoint name is spotted by its text.
     site_lines.extend(bisect_right(starts, offset) for offset in _word_offsets(text, triggers))
     return _cut(text, summary, matches, needed, _unreached_members(summary, index, needed, site_lines, holder_lines))
+
+
+def _in_class(blocks: list[Block], line: int) -> bool:
+    return any(block.members and block.start <= line <= block.end for block in blocks)
 
 
 def _grad_off_offsets(text: str) -> Iterator[int]:

@@ -251,8 +251,12 @@ def test_grad_off_text_keeps_with_blocks_and_module_level_decorated_functions_on
     from ckptlint.relevance import GRAD_OFF_TEXT
 
     kept = "with torch.no_grad():\n    model(x)\n@torch.inference_mode()\ndef evaluate(model, loader):\n    pass\n"
-    skipped = "class Rotary(nn.Module):\n    @torch.no_grad()\n    def forward(self, x):\n        return x\n"
-    assert [m.group() for m in GRAD_OFF_TEXT.finditer(kept)] == ["with torch.no_grad", "@torch.inference_mode"]
+    skipped = (
+        "class Rotary(nn.Module):\n    @torch.no_grad()\n    def forward(self, x):\n        return x\n"
+        '    """\n    >>> with torch.no_grad():\n    ...     outputs = model(**inputs)\n    """\n'
+        "# with torch.no_grad(): model(x)\nx = 1  # with torch.no_grad()\n"
+    )
+    assert [m.group().strip() for m in GRAD_OFF_TEXT.finditer(kept)] == ["with torch.no_grad", "@torch.inference_mode"]
     assert not GRAD_OFF_TEXT.search(skipped)
 
 
@@ -328,3 +332,19 @@ def test_a_helper_imported_by_a_module_with_checkpoint_text_matters_when_it_samp
     for name, (text, matters) in helpers.items():
         assert can_matter(text, summaries[name], index, Settings()) is matters, name
     assert not can_matter(texts["lonely"], summaries["lonely"], index, Settings())  # nothing with checkpoint text imports it
+
+
+def test_grad_off_code_in_methods_is_cut_from_a_file_that_matters_only_for_its_model_calls():
+    """A file without checkpoint text matters for the models its functions call where autograd is off:
+    the function is kept, a class whose method turns grad off (weight initialisation) is not."""
+    layers = "import torch.utils.checkpoint as cp\n\n\nclass Layer:\n    def forward(self, x):\n        return cp.checkpoint(self.f, x, use_reentrant=False)\n"
+    script = (
+        "import torch\nfrom pkg.layers import Layer\n\n\n"
+        "class Init:\n    def reset(self):\n        with torch.no_grad():\n            self.w.zero_()\n\n\n"
+        "def main():\n    with torch.no_grad():\n        return Layer()(1)\n"
+    )
+    summaries = {name: summarize(text, f"pkg/{name}.py", f"pkg.{name}", False) for name, text in (("layers", layers), ("script", script))}
+    index = ProjectIndex({s.name: s for s in summaries.values()})
+    assert can_matter(script, summaries["script"], index, Settings())
+    kept = relevant_source(script, summaries["script"], index, Settings()).text
+    assert "def main" in kept and "class Init" not in kept
