@@ -29,7 +29,7 @@ from ckptlint.model.apis import (
     RNG_RESTORERS,
 )
 from ckptlint.model import lightning_callbacks as lightning
-from ckptlint.model.construction import object_fields
+from ckptlint.model.construction import object_fields, passed
 from ckptlint.model.lightning_callbacks import TRAINERS as LIGHTNING_TRAINERS, epoch_guard
 from ckptlint.model.sites import ApiKind
 from ckptlint.model.torch_knowledge import MODULE_BASES, MODULE_SELF_METHODS
@@ -350,6 +350,11 @@ class ModuleSummary:
     mode_steps: dict[str, dict] = field(default_factory=dict)
     # The module's text may hold a checkpoint site (ckptlint/site_text.py).
     checkpoint_text: bool = False
+    # What script code here passes each class it builds (`Lit(use_checkpoint=True)`): qualified name ->
+    # the arguments of each construction (`AttrBinding.arguments`; None: spread). A model whose own
+    # construction is not in view (`self` in a Lightning step) holds what they agree on
+    # (`ProjectIndex.construction_context`).
+    constructions: dict[str, list[Optional[dict[str, list]]]] = field(default_factory=dict)
     digest: str = field(default="", compare=False)
 
     def to_json(self) -> dict:
@@ -400,6 +405,7 @@ class ModuleSummary:
             hook_registrars=tuple(data["hook_registrars"]),
             mode_steps=data["mode_steps"],
             checkpoint_text=data["checkpoint_text"],
+            constructions=data["constructions"],
             blocks=[
                 Block(
                     b["start"], b["end"], b["definition"], b["binds"], b["refs"], b["attrs"], b["stashes"],
@@ -585,6 +591,7 @@ class _Summarizer:
         self.param_freezes: dict[str, dict[str, list[FreezeStep]]] = {}
         self.builders: dict[str, str] = {}
         self.cache_builders: list[str] = []
+        self.constructions: dict[str, list[Optional[dict[str, list]]]] = {}
         for stmt in _module_level(tree.body):
             if isinstance(stmt, ast.ClassDef):
                 classes[stmt.name] = self.summarize_class(stmt)
@@ -606,7 +613,7 @@ class _Summarizer:
             self.param_freezes, enables, built, wraps, self.forwarding, models, self.trains, blocks, self.builders,
             tuple(self.cache_builders),
             scan_registries(self.module, tree, self.filled, set(self.imports), self.qualify, lambda node: _project_name(self, node)),
-            hooks, registrars, self.mode_steps(tree), SITE_TEXT.search(source) is not None,
+            hooks, registrars, self.mode_steps(tree), SITE_TEXT.search(source) is not None, self.constructions,
         )
 
     def mode_steps(self, tree: ast.Module) -> dict[str, dict]:
@@ -1569,6 +1576,10 @@ class _Reads:
                     continue
                 if kind is ast.Subscript and type(node.ctx) is not ast.Load and type(node.value) is ast.Name:
                     summarizer.filled.add(node.value.id)  # `MODELS["vit"] = ViT`: maybe a registry filled
+                if models is not None and kind is ast.Call:
+                    built_class = _project_name(summarizer, node.func)
+                    if built_class is not None and not _function_like(built_class):
+                        summarizer.constructions.setdefault(built_class, []).append(_call_arguments(node, frozenset()))
                 if models is not None and (kind is ast.Assign or kind is ast.Call):
                     built_models = _models_built(summarizer, node)
                     if built_models:
@@ -2006,6 +2017,7 @@ class ProjectIndex:
         self.modules = modules
         self._constructed: Optional[frozenset[str]] = None
         self._models: Optional[frozenset[str]] = None
+        self._constructions: Optional[dict[str, list[Optional[dict[str, list]]]]] = None
         self._registries: dict[str, Optional[tuple[str, ...]]] = {}
         self._registry_names: Optional[frozenset[str]] = None
         self._holding: Optional[dict[str, list[str]]] = None
@@ -2157,6 +2169,27 @@ class ProjectIndex:
             if summary is not None and summary.init_params is not None:
                 return summary
         return None
+
+    def construction_context(self, class_qualname: str) -> Optional[dict]:
+        """What `__init__`'s parameters hold in an instance whose construction is not in view (`self`):
+        the literals every construction the project's script code spells agrees on, defaults filled
+        in. None when nothing builds the class, something builds it as a submodule (its parent then
+        tells), or it has project subclasses (an instance may be one of those)."""
+        if self._constructions is None:
+            self._constructions = {}
+            for m in self.modules.values():
+                for name, calls in m.constructions.items():
+                    self._constructions.setdefault(self.canonical(name), []).extend(calls)
+        calls = self._constructions.get(class_qualname)
+        if not calls or class_qualname in self.constructed_classes() or self.subclasses(class_qualname):
+            return None
+        agreed: Optional[dict] = None
+        for arguments in calls:
+            known = passed(self, class_qualname, arguments, None) if arguments is not None else {}
+            if known is None:
+                return None
+            agreed = known if agreed is None else {name: value for name, value in agreed.items() if known.get(name) == value}
+        return agreed
 
     def forward_owner(self, class_qualname: str) -> Optional[ClassSummary]:
         """The class in the MRO that defines `forward`."""

@@ -611,3 +611,34 @@ def test_a_gate_on_the_models_config_reads_the_config_it_was_built_from(default,
     report = lint_text(CONFIG_GATED.format(default=default, config=config))
     assert report.errors == []
     assert {f.line for f in report.findings if f.code == "CKPT008"} == expected
+
+
+LIGHTNING_OWN_PARAMETER = LIGHTNING_SUBMODULE.replace(
+    "    def __init__(self):\n        super().__init__()\n        self.encoder = Encoder(use_checkpoint={flag})",
+    "    def __init__(self, use_checkpoint={default}):\n        super().__init__()\n        self.encoder = Encoder(use_checkpoint=use_checkpoint)",
+)
+
+
+@pytest.mark.parametrize(
+    "default, script, expected",
+    [
+        ("True", "Lit()", {28}),  # every construction leaves the default
+        ("False", "Lit(use_checkpoint=True)", {28}),
+        ("True", "Lit(use_checkpoint=False)", set()),
+        ("True", "Lit(use_checkpoint=flag)", set()),  # not known
+        ("True", "Lit() if flag else Lit(use_checkpoint=False)", set()),  # the constructions disagree
+        ("True", "None", set()),  # built nowhere in the project: its arguments are not known
+    ],
+)
+def test_a_model_built_in_the_project_passes_its_own_parameters_to_its_submodules(project, default, script, expected):
+    """A model whose arguments the call does not show (`self(x)` in a Lightning step) holds what
+    every construction of its class in the project agrees on, defaults filled in: here a flag of its
+    `__init__` handed to a submodule that checkpoints on it (probe b/16, from Lightning reports)."""
+    source = LIGHTNING_OWN_PARAMETER.format(default=default)
+    from ckptlint.config import Settings
+    from ckptlint.engine import lint
+    from ckptlint.versions import resolve_versions
+
+    root = project({"lit.py": source, "main.py": f"from lightning import Trainer\n\nfrom lit import Lit\n\nflag = True\nTrainer().fit({script})\n"})
+    report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
+    assert {f.line for f in report.findings if f.code == "CKPT008" and f.path.endswith("lit.py")} == expected

@@ -94,7 +94,8 @@ def region_of(model: "FileModel", function: Optional[Value], inputs: int = 0, bu
                     if _draws(cls, arguments, context):
                         region.dropout_modules.append(cls)
                     continue
-                inner = passed(current.index, cls, arguments, context) if arguments is not None else None
+                # An object whose construction is not in view (`self`) holds what the project's constructions agree on.
+                inner = passed(current.index, cls, arguments, context) if arguments is not None else current.index.construction_context(cls)
                 key = (cls, tuple(sorted(inner.items())) if inner is not None else None)
                 if key in seen:
                     continue
