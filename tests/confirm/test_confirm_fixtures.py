@@ -146,6 +146,7 @@ EVIDENCE = {
     ("lightning_steps.py", 33, "CKPT008"): [r"checkpoint at lightning_steps\.py:33 ran with grad disabled", r"example lightning_pairs\(\)"],
     ("lightning_steps.py", 163, "CKPT008"): [r"checkpoint at lightning_steps\.py:152 ran with grad disabled", r"example lightning_flagged_forward\(\)"],
     ("lightning_steps.py", 227, "CKPT008"): [r"checkpoint at lightning_steps\.py:195 ran with grad disabled", r"example lightning_flagged_encoder\(\)"],
+    ("lightning_steps.py", 276, "CKPT008"): [r"checkpoint at lightning_steps\.py:195 ran with grad disabled", r"example lightning_configured_encoder\(\)"],
     ("lightning_steps.py", 107, "CKPT005"): [r"block\.0\.weight: grad None with checkpointing", r"example lightning_frozen_stem\(\)"],
     **{("lightning_finetuning.py", line, "CKPT005"): [
         r"block\.0\.weight: grad None with checkpointing", rf"ran {cls}\(\) \(as the project builds it\), then the pre-training hooks .* of the callbacks its Trainer fits it with: `{callback}`",
@@ -243,6 +244,7 @@ LOOK_ALIKES = [
     *(("lightning_finetuning.py", name, "checkpoint(", "CKPT005") for name in ("LitFeaturesAtOnce", "LitBackboneThawed", "LitBackboneNonReentrant", "LitNormed")),
     ("lightning_steps.py", "LitTrainingFlaggedForward", "prog_bar=True", "CKPT008"),
     ("lightning_steps.py", "LitTrainingFlaggedEncoder", "prog_bar=True", "CKPT008"),
+    ("lightning_steps.py", "LitUncheckpointedEncoder", "prog_bar=True", "CKPT008"),
     ("rng_replay.py", "Tagger", "checkpoint(", "CKPT002"),
     ("checkpoint_helpers.py", "ReplayingFastPatchClassifier", "fast_checkpoint(", "CKPT002"),
     ("rng_replay.py", "FunctionalTagger", "checkpoint(", "CKPT002"),
