@@ -2737,7 +2737,6 @@ class ProjectIndex:
         entry = module.mode_steps.get(rest)
         if entry is None or not defined or depth >= 4:
             return LEAVES_MODE if defined and entry is None else MAY_CHANGE_MODE
-        self.cited.add(module.path)
         param = _parameter_at(entry, slot, bound)
         key = (rest, module.name, param)
         if param is None or key in self._mode_active:
@@ -2756,7 +2755,6 @@ class ProjectIndex:
         returned = entry["returns"] if entry is not None else None
         if returned is None:
             return None
-        self.cited.add(module.path)  # type: ignore[union-attr]
         positional = entry["params"][1:] if bound else entry["params"]  # type: ignore[index]
         return positional.index(returned) if returned in positional else None, returned
 

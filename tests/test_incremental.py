@@ -187,3 +187,47 @@ def test_editing_what_a_caller_passes_re_analyses_the_callee(project, analysed):
     assert "pkg/encoder.py" in analysed
     assert findings(warm) == [("pkg/encoder.py", 11, "CKPT001")]
     assert warm == check(cache=False)
+
+
+MODE_HELPER = """def prepare(model):
+    model.train()
+    return model
+"""
+MODE_CALLER = """import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from pkg.helpers import prepare
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if self.training:
+            return checkpoint(self.block, x, use_reentrant=False)
+        return self.block(x)
+
+
+def main():
+    model = prepare(Net())
+    with torch.no_grad():
+        return model(torch.ones(2, 4))
+"""
+
+
+def test_a_helpers_mode_summary_ties_its_callers_to_its_declarations_not_its_lines(project, analysed):
+    """What a helper does to the mode of the model it is handed is part of its summary (the project
+    fingerprint): a comment in it re-analyses only itself; making it leave eval mode re-analyses its caller."""
+    root = project({"pkg/__init__.py": "", "pkg/helpers.py": MODE_HELPER, "pkg/main.py": MODE_CALLER})
+    assert findings(check()) == [("pkg/main.py", 22, "CKPT008")]
+    analysed.clear()
+    (root / "pkg/helpers.py").write_text("# prepares the model\n" + MODE_HELPER)
+    assert findings(check()) == [("pkg/main.py", 22, "CKPT008")]
+    assert analysed == []  # helpers.py holds no checkpoint text: it cannot matter
+    (root / "pkg/helpers.py").write_text(MODE_HELPER.replace("model.train()", "model.eval()"))
+    warm = check()
+    assert findings(warm) == [] and analysed == ["pkg/main.py"]
+    assert warm == check(cache=False)
