@@ -298,6 +298,10 @@ class ClassSummary:
     # the literal defaults among them.
     init_params: Optional[tuple[str, ...]] = None
     init_defaults: dict[str, Literal] = field(default_factory=dict)
+    # Methods (not `__init__`) that set module flags on every path (`def set_grad_checkpointing(self,
+    # enable=True): self.grad_checkpointing = enable`): method -> {attr: ["const", bool] or ["param",
+    # name, position after self, [default] or []]}, the last assignment of each attribute.
+    flag_setters: dict[str, dict[str, list]] = field(default_factory=dict)
 
 
 @dataclass
@@ -379,6 +383,7 @@ class ModuleSummary:
                 recompute=tuple(c["recompute"]) if c["recompute"] else None,
                 init_params=tuple(c["init_params"]) if c["init_params"] is not None else None,
                 init_defaults=c["init_defaults"],
+                flag_setters=c["flag_setters"],
             )
             for name, c in data["classes"].items()
         }
@@ -926,6 +931,7 @@ class _Summarizer:
         methods = []
         forward_no_grad = False
         init_params, init_defaults = None, {}
+        flag_setters: dict[str, dict[str, list]] = {}
         own = frozenset(m.name for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)))
         qualname = f"{self.module}.{node.name}"
         finetuning = self.finetuning_receivers
@@ -945,6 +951,8 @@ class _Summarizer:
                 if stmt.name == "__init__":
                     self.collect_init(stmt, attrs)
                     init_params, init_defaults = _signature(stmt)
+                elif stmt.name != "forward" and (flags := _flags_set(stmt)):
+                    flag_setters[stmt.name] = flags
                 elif stmt.name == "forward":
                     forward_no_grad = any(self.qualify(d.func if isinstance(d, ast.Call) else d) in _NO_GRAD for d in stmt.decorator_list)
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
@@ -953,7 +961,7 @@ class _Summarizer:
                     if isinstance(target, ast.Name):
                         attrs.setdefault(target.id, self.binding(stmt.value, {}))
         recompute = recompute_layout(node, self.qualify) if any(b in AUTOGRAD_FUNCTIONS for b in bases) else None
-        return ClassSummary(f"{self.module}.{node.name}", bases, attrs, tuple(methods), forward_no_grad, recompute, init_params, init_defaults)
+        return ClassSummary(f"{self.module}.{node.name}", bases, attrs, tuple(methods), forward_no_grad, recompute, init_params, init_defaults, flag_setters)
 
     def method_steps(
         self, method: Union[ast.FunctionDef, ast.AsyncFunctionDef], params: tuple[str, ...], own: frozenset[str], owner: str, finetuning: frozenset[str]
@@ -1704,6 +1712,29 @@ def _signature(init: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> tuple[tupl
     return _ordered_params(init)[1:], literals
 
 
+def _flags_set(method: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> dict[str, list]:
+    """`ClassSummary.flag_setters` of one method: `self.<attr> = True/False` or `= <parameter>` among
+    the statements of its body itself (not under an `if`, loop or `try`: those run on every path),
+    before any `return`."""
+    params, defaults = _signature(method)
+    flags: dict[str, list] = {}
+    for stmt in method.body:
+        if isinstance(stmt, (ast.Return, ast.Raise)):
+            break
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _self_attr(stmt.targets[0])):
+            continue
+        attr = _self_attr(stmt.targets[0])
+        known, value = literal(stmt.value)
+        if known and isinstance(value, bool):
+            flags[attr] = ["const", value]
+        elif isinstance(stmt.value, ast.Name) and stmt.value.id in params:
+            name = stmt.value.id
+            flags[attr] = ["param", name, params.index(name), [defaults[name]] if name in defaults else []]
+        else:
+            flags.pop(attr, None)
+    return flags
+
+
 def _single_construction(value: ast.AST, qualify: Callable[[ast.expr], Optional[str]]) -> Optional[ast.Call]:
     """The one constructor call an attribute's value spells (through a one-element container or a
     comprehension); None when it holds several or none."""
@@ -2190,6 +2221,12 @@ class ProjectIndex:
                 return None
             agreed = known if agreed is None else {name: value for name, value in agreed.items() if known.get(name) == value}
         return agreed
+
+    def flag_setters(self, class_qualname: str, method: str) -> Optional[dict[str, list]]:
+        """The flags the method (as the class resolves it) sets on every path (`ClassSummary.flag_setters`);
+        None when the class has no such project method, or the method sets none."""
+        owner = self.method_owner(class_qualname, method)
+        return owner.flag_setters.get(method) if owner is not None else None
 
     def forward_owner(self, class_qualname: str) -> Optional[ClassSummary]:
         """The class in the MRO that defines `forward`."""

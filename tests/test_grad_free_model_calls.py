@@ -642,3 +642,54 @@ def test_a_model_built_in_the_project_passes_its_own_parameters_to_its_submodule
     root = project({"lit.py": source, "main.py": f"from lightning import Trainer\n\nfrom lit import Lit\n\nflag = True\nTrainer().fit({script})\n"})
     report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
     assert {f.line for f in report.findings if f.code == "CKPT008" and f.path.endswith("lit.py")} == expected
+
+
+FLAG_METHOD = '''import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Tower(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
+        self.grad_checkpointing = False
+
+    def set_grad_checkpointing(self, enable=True):
+        self.grad_checkpointing = enable
+
+    def forward(self, x):
+        for blk in self.blocks:
+            if self.grad_checkpointing:
+                x = checkpoint(blk, x, use_reentrant=False)
+            else:
+                x = blk(x)
+        return x
+
+
+def main(flag):
+    model = Tower()
+    {switch}
+    with torch.no_grad():
+        return model(torch.ones(2, 8))
+'''
+
+
+@pytest.mark.parametrize(
+    "switch, reported",
+    [
+        ("model.set_grad_checkpointing()", True),  # timm / open_clip's switch, its default
+        ("model.set_grad_checkpointing(enable=True)", True),
+        ("model.grad_checkpointing = True", True),
+        ("model.set_grad_checkpointing(False)", False),
+        ("model.set_grad_checkpointing(flag)", False),  # not known
+        ("model.set_grad_checkpointing()\n    model.set_grad_checkpointing(False)", False),
+        ("if flag:\n        model.set_grad_checkpointing()", False),  # may or may not be on
+        ("pass", False),
+    ],
+)
+def test_a_flag_a_method_switches_on_gates_the_checkpoint_of_that_model(switch, reported):
+    """A model's own method that sets the flag its checkpoint is gated on (`set_grad_checkpointing`,
+    as timm and open_clip spell it), called on the model before it runs without grad (CKPT008)."""
+    report = lint_text(FLAG_METHOD.format(switch=switch))
+    assert bool([f for f in report.findings if f.code == "CKPT008"]) is reported

@@ -37,7 +37,7 @@ from ckptlint.model.file_model import FileModel
 from ckptlint.model.held_models import HeldModels
 from ckptlint.model.hooks import HookFacts
 from ckptlint.model.hf_configs import CACHE, is_config, tracked_settings, with_setting
-from ckptlint.model.model_states import apply_mode_effects, bind_model, state_of
+from ckptlint.model.model_states import apply_mode_effects, bind_model, set_flag, state_of
 from ckptlint.model.scope import GRAD_ENABLED, GRAD_UNCHANGED, GradMark, Scope
 from ckptlint.model.shapes import (
     dotted, ends_with_return, free_names, is_main_guard, is_not_training, is_self, last_effects, leaves_the_iteration, module_gates, none_test, requires_training, training_test,
@@ -499,6 +499,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         attr = target.attr.value
         owner = target.value
         model = dotted(owner)
+        if isinstance(owner, cst.Name) and owner.value != "self" and isinstance(value, Const) and isinstance(value.value, bool):
+            set_flag(self, owner.value, attr, value.value)  # `model.use_checkpoint = True`
         if model is not None and value == Const(True):
             if attr == "gradient_checkpointing" and "." not in model:
                 scope.checkpointed_models.setdefault(model, statement)

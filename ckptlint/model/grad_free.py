@@ -91,7 +91,7 @@ def _reached(model: "FileModel", resolver: "Resolver", value: Value, state: Mode
     parts = region_of(model, value).parts if isinstance(value, ModuleObject) else []
     for part in parts:
         for site in _sites_run(part, resolver):
-            if _runs_in_training(model, site, state, part):
+            if _runs_in_training(model, site, state, part, value.classes if isinstance(value, ModuleObject) else ()):
                 if state.training is not True and site.training_only:
                     continue
                 where = _short(part.facts.qualname)
@@ -133,7 +133,7 @@ def _made_by_wrapper_call(site: CheckpointSite) -> bool:
     return site.kind is ApiKind.PROJECT_WRAPPER and site.wrapper is not None
 
 
-def _runs_in_training(model: "FileModel", site: CheckpointSite, state: ModelState, part: RegionPart) -> bool:
+def _runs_in_training(model: "FileModel", site: CheckpointSite, state: ModelState, part: RegionPart, classes: tuple[str, ...]) -> bool:
     """The site runs whenever the module trains: not gated on grad, and every module flag it is gated
     on is set (a literal that holds, or checkpointing switched on for this model)."""
     if site.kind not in _RUNS_IN_FORWARD or site.grad_guarded or site.eval_only or site.grad_disabled is not None or site.gates is None:
@@ -143,7 +143,9 @@ def _runs_in_training(model: "FileModel", site: CheckpointSite, state: ModelStat
     if site.kind in (ApiKind.HF_FUNC, ApiKind.HF_LAYER_CALL):
         return False  # transformers sets these up only when checkpointing is switched on
     owner = part.owner_class or site.enclosing_class
-    return owner is not None and all(_flag_set(model.index, owner, attr, part.context) for attr in site.gates)
+    # Flags set on the model since it was built (`model.set_grad_checkpointing()`) hold for its own class's code.
+    flags = dict(state.flags) if owner in classes else {}
+    return owner is not None and all(flags[attr] is True if attr in flags else _flag_set(model.index, owner, attr, part.context) for attr in site.gates)
 
 
 def _flag_set(index: "ProjectIndex", owner: str, attr: str, built_with: Optional[Context]) -> bool:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Union
 
 from ckptlint.model.apis import LIGHTNING_MODULES
+from ckptlint.model.model_states import keyed_state
 from ckptlint.model.sites import CacheUse, GradFreeCall, ModelState
 from ckptlint.model.torch_knowledge import MODULE_BASES
 
@@ -113,7 +114,7 @@ class HeldModels:
         events = self._events(scope.class_qualname)
         for key in {*scope.model_modes, *scope.checkpointed_models}:
             if key.startswith("self."):
-                events.init_states[key] = ModelState(scope.model_modes.get(key), scope.checkpointed_models.get(key))
+                events.init_states[key] = keyed_state(scope, key)
         events.init_aliases = {k: v for k, v in scope.model_aliases.items() if k.startswith("self.") and v[0].startswith("self.")}
 
     # --- findings that rely on the entry state ---------------------------------------------------

@@ -140,11 +140,11 @@ def state_of(builder: "ModelBuilder", expr: cst.BaseExpression) -> ModelState:
     module trains), a deep copy's (the copy keeps mode and checkpointing), through `.to()`, `.train()`,
     `.eval()` and wrappers that return the same module."""
     key = model_key(builder, expr)
-    return _keyed_state(builder.scope, key) if key is not None else _unkeyed_state(builder, expr)
+    return keyed_state(builder.scope, key) if key is not None else _unkeyed_state(builder, expr)
 
 
-def _keyed_state(scope: "Scope", key: str) -> ModelState:
-    return ModelState(scope.model_modes.get(key), scope.checkpointed_models.get(key))
+def keyed_state(scope: "Scope", key: str) -> ModelState:
+    return ModelState(scope.model_modes.get(key), scope.checkpointed_models.get(key), tuple(sorted(scope.model_flags.get(key, {}).items())))
 
 
 def _unkeyed_state(builder: "ModelBuilder", expr: cst.BaseExpression) -> ModelState:
@@ -185,7 +185,7 @@ def bind_model(builder: "ModelBuilder", target: cst.BaseExpression, value: cst.B
         if same != key:
             scope.model_aliases[key] = (same, _is_wrapper(builder, value))
     else:
-        set_state(builder, key, _keyed_state(scope, same) if same is not None else _unkeyed_state(builder, value))
+        set_state(builder, key, keyed_state(scope, same) if same is not None else _unkeyed_state(builder, value))
 
 
 def _rekey(scope: "Scope", old: str, new: str) -> None:
@@ -194,6 +194,8 @@ def _rekey(scope: "Scope", old: str, new: str) -> None:
         scope.model_modes[new] = scope.model_modes.pop(old)
     if old in scope.checkpointed_models:
         scope.checkpointed_models[new] = scope.checkpointed_models.pop(old)
+    if old in scope.model_flags:
+        scope.model_flags[new] = scope.model_flags.pop(old)
     for alias, (target, wrapper) in list(scope.model_aliases.items()):
         if target == old:
             scope.model_aliases[alias] = (new, wrapper)
@@ -222,6 +224,42 @@ def set_state(builder: "ModelBuilder", name: str, state: ModelState) -> None:
         scope.model_modes[key] = state.training
     if state.checkpointing is not None:
         scope.checkpointed_models.setdefault(key, state.checkpointing)
+    for attr, value in state.flags:
+        set_flag(builder, key, attr, value)
+
+
+def set_flag(builder: "ModelBuilder", name: str, attr: str, value: Optional[bool]) -> None:
+    """A module flag set on a model (`model.use_checkpoint = True`, or by its method); under an `if`,
+    a value that differs from the one before may or may not hold after it."""
+    scope = builder.scope
+    flags = scope.model_flags.setdefault(resolved(scope, name), {})
+    flags[attr] = None if scope.conditional and flags.get(attr, "unset") != value else value
+
+
+def flags_set_by_method(builder: "ModelBuilder", node: cst.Call, model: Value, method: str) -> Optional[dict[str, Optional[bool]]]:
+    """What a project method of the model's class sets its flags to on every path
+    (`ClassSummary.flag_setters`), with this call's arguments; None: no such method, or the model's
+    classes do not agree on one."""
+    classes = model.classes if isinstance(model, ModuleObject) else ()
+    setters = [builder.index.flag_setters(cls, method) for cls in classes]
+    if not setters or any(s is None for s in setters) or any(s != setters[0] for s in setters):
+        return None
+    positional = [a for a in node.args if a.keyword is None]
+    keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+    spread = any(a.star for a in node.args)
+    found: dict[str, Optional[bool]] = {}
+    for attr, (kind, *rest) in setters[0].items():  # type: ignore[union-attr]
+        if kind == "const":
+            found[attr] = rest[0]
+            continue
+        name, position, default = rest
+        argument = keywords.get(name, positional[position].value if position < len(positional) else None)
+        if argument is not None:
+            value = builder.evaluate(argument)
+            found[attr] = value.value if isinstance(value, Const) and isinstance(value.value, bool) and not spread else None
+        else:
+            found[attr] = default[0] if default and isinstance(default[0], bool) and not spread else None
+    return found
 
 
 def apply_mode_effects(builder: "ModelBuilder", node: cst.Call, callee: Value, targets: tuple[str, ...], bound: bool) -> None:

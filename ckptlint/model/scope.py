@@ -47,6 +47,8 @@ class Scope:
     # (True: training), cache spellings seen.
     checkpointed_models: dict[str, cst.CSTNode] = field(default_factory=dict)
     model_modes: dict[str, bool] = field(default_factory=dict)
+    # Module flags set on models since they were built (ModelState.flags).
+    model_flags: dict[str, dict[str, Optional[bool]]] = field(default_factory=dict)
     # Keys whose mode code here may have changed (set, even under an `if`, or handed to other code):
     # a parameter not among them is in the mode its caller handed it over in.
     modes_touched: set[str] = field(default_factory=set)

@@ -239,6 +239,9 @@ class ModelState:
 
     training: Optional[bool] = None  # None: not known here
     checkpointing: Optional[cst.CSTNode] = None
+    # Module flags set on it since it was built (`model.set_grad_checkpointing()`, `model.use_checkpoint
+    # = True`): (attribute, value; None: not known), which override what its construction set.
+    flags: tuple[tuple[str, Optional[bool]], ...] = ()
 
 
 @dataclass(frozen=True, eq=False)

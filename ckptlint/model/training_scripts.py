@@ -3,13 +3,14 @@ spelled for them, Trainers that train them, and models called where autograd is 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional, Union
 
 import libcst as cst
 
 from ckptlint.model.apis import HF_TRAINERS, LIGHTNING_MODULES
 from ckptlint.model.hf_configs import CACHE, caches, config_argument
-from ckptlint.model.model_states import HF_DISABLE_METHODS, model_key, resolved, set_state, state_of
+from ckptlint.model.model_states import HF_DISABLE_METHODS, flags_set_by_method, keyed_state, model_key, resolved, set_flag, set_state, state_of
 from ckptlint.model.scope import Scope
 from ckptlint.model.sites import ApiKind, CacheUse, CallRecord, GradFreeCall, ModelHandOff, ModelState, ParameterGenerate
 from ckptlint.model.torch_knowledge import MODULE_BASES
@@ -87,6 +88,9 @@ class TrainingScriptFacts:
         elif method in HF_DISABLE_METHODS:
             scope.checkpointed_models.pop(key, None)
             self.held.note_disabled(self, key)
+        elif (flags := flags_set_by_method(self, node, self.evaluate(func.value), method)) is not None:
+            for attr, value in flags.items():
+                set_flag(self, key, attr, value)
 
     def note_parameter_generate(self, name: str, node: cst.Call) -> None:
         """`model.generate(...)` on a parameter of this function that nothing here switches: its
@@ -176,14 +180,14 @@ class TrainingScriptFacts:
             return
         held = name.startswith("self.")
         value = self.self_attribute(name[len("self.") :]) if held else self.lookup(name)
-        state = ModelState(scope.model_modes.get(name), scope.checkpointed_models.get(name))
+        state = keyed_state(scope, name)
         if name == "self" and scope.class_qualname and self.index.is_subclass(scope.class_qualname, MODULE_BASES | LIGHTNING_MODULES):
             # `self(x)` in a module's own method: the module itself, in eval mode in the Lightning
             # steps run without grad (Lightning calls `.eval()` before those loops), else in a mode
             # the method does not know.
             value = ModuleObject((scope.class_qualname,), "self")
             if context.kind.startswith("Lightning"):
-                state = ModelState(False, state.checkpointing)
+                state = replace(state, training=False)
             self.grad_free_calls.append(GradFreeCall(node, name, value, context, state, None, None, handoff, mode_here=True))
             return
         if not isinstance(value, (ModuleObject, Param)) and state.checkpointing is None:

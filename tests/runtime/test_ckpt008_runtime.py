@@ -59,7 +59,10 @@ def test_eval_mode_or_a_grad_gate_runs_no_checkpoint(fx, step, tower):
     assert model.training
 
 
-@pytest.mark.parametrize("step, calls", [("evaluate_flagged", [False, False, False]), ("evaluate_flagged_with_grad_gate", [])])
+@pytest.mark.parametrize(
+    "step, calls",
+    [("evaluate_flagged", [False, False, False]), ("evaluate_flagged_with_grad_gate", []), ("evaluate_switched", [False, False, False]), ("evaluate_switched_off", [])],
+)
 def test_a_checkpoint_not_gated_on_the_mode_runs_in_eval_mode(fx, step, calls):
     loss = getattr(fx, step)(*batch())
     assert fx.recorded == calls
