@@ -25,6 +25,9 @@ from ckptlint.confirm.failures import EXAMPLE_HINT, CannotRun, skeleton, stop_on
 from ckptlint.findings import CRASHED, NEEDS_EXAMPLE
 from ckptlint.names import module_name_for
 
+# Code found running a checkpoint without grad: the run must reach it, past the training steps before it.
+GRAD_FREE_CODE = "CKPT008"
+
 # Lightning runs these with grad disabled (torch.no_grad() in fit's validation loop); --confirm calls
 # them under torch.no_grad().
 NO_GRAD_METHODS = ("validation_step", "test_step", "predict_step")
@@ -194,13 +197,14 @@ def plans_for(job: dict[str, Any], module: types.ModuleType, device: str, exampl
 
 def _script_plan(job: dict[str, Any], module: types.ModuleType) -> Plan:
     class_name = job["qualname"] if job["kind"] == "class" else ""
+    grad_free = any(f["code"] == GRAD_FREE_CODE for f in job["findings"])
     main_path = (job.get("usage") or {}).get("main_path")
     if main_path:
         # The main lives in another project file: import its definitions and run it from there.
         module = import_file(main_path, definitions_only=usage.flat_script(main_path))
-        found = script.make_script_run(module, main_path, None, class_name, job.get("steps", 1), os.path.basename(main_path))
+        found = script.make_script_run(module, main_path, None, class_name, job.get("steps", 1), os.path.basename(main_path), grad_free)
     else:
-        found = script.make_script_run(module, job["path"], job.get("source"), class_name, job.get("steps", 1))
+        found = script.make_script_run(module, job["path"], job.get("source"), class_name, job.get("steps", 1), grad_free=grad_free)
     if found is None:
         raise CannotRun("the file has no main to run")
     make, description = found

@@ -118,18 +118,25 @@ def main_statements(path: str, source: Optional[str]) -> Optional[tuple[str, lis
     return kind, body
 
 
+# A script run for code that runs without grad (an evaluation after training steps, a pure inference
+# script): it goes on past this many backward passes only to its end.
+GRAD_FREE_BACKWARDS = 16
+
+
 def make_script_run(
-    module: types.ModuleType, path: str, source: Optional[str], class_name: str, steps: int, file: str = "the file"
+    module: types.ModuleType, path: str, source: Optional[str], class_name: str, steps: int, file: str = "the file", grad_free: bool = False
 ) -> Optional[tuple[ab.Make, str]]:
     """A `make` that runs the main of `path` (shown as `file`) up to its `steps`-th backward, and its
-    description."""
+    description. `grad_free`: the code to reach runs without grad, maybe after training steps (a
+    validation loop) or in a script that never runs a backward: up to its end or its
+    GRAD_FREE_BACKWARDS-th backward."""
     found = main_statements(path, source)
     if found is None:
         return None
     kind, body = found
     code = compile(ast.Module(body=body, type_ignores=[]), path, "exec")
     shown = {"block": f'{file}\'s `if __name__ == "__main__":` block', "function": f"{file}'s `main()`", "module": f"{file} as a script"}[kind]
-    return _run_to_backward(code, module, path, class_name, steps, shown)
+    return _run_to_backward(code, module, path, class_name, max(steps, GRAD_FREE_BACKWARDS) if grad_free else steps, shown, grad_free)
 
 
 def make_function_run(module: types.ModuleType, path: str, function: str, steps: int) -> tuple[ab.Make, str]:
@@ -139,7 +146,7 @@ def make_function_run(module: types.ModuleType, path: str, function: str, steps:
     return _run_to_backward(code, module, path, "", steps, f"`{function}()`")
 
 
-def _run_to_backward(code: Any, module: types.ModuleType, path: str, class_name: str, steps: int, shown: str) -> tuple[ab.Make, str]:
+def _run_to_backward(code: Any, module: types.ModuleType, path: str, class_name: str, steps: int, shown: str, to_end: bool = False) -> tuple[ab.Make, str]:
     def make() -> tuple[Any, Callable[[], Any]]:
         holder = ScriptModel(class_name)
         done = [False]
@@ -148,16 +155,16 @@ def _run_to_backward(code: Any, module: types.ModuleType, path: str, class_name:
             if done[0]:
                 return None  # the whole script was one step
             done[0] = True
-            run_until_backward(code, module, path, steps, holder)
+            run_until_backward(code, module, path, steps, holder, needs_backward=not to_end)
             return None
 
         return holder, step
 
     passes = "its first backward" if steps == 1 else f"its backward number {steps}"
-    return make, f"ran {shown} up to {passes}"
+    return make, f"ran {shown} up to {passes}" + (" or its end" if to_end else "")
 
 
-def run_until_backward(code: Any, module: types.ModuleType, path: str, steps: int, holder: ScriptModel) -> None:
+def run_until_backward(code: Any, module: types.ModuleType, path: str, steps: int, holder: ScriptModel, needs_backward: bool = True) -> None:
     namespace = dict(vars(module))
     namespace["__name__"] = "__main__"
     holder.namespace = namespace
@@ -193,7 +200,7 @@ def run_until_backward(code: Any, module: types.ModuleType, path: str, steps: in
         sys.argv = argv
         for hook in hooks:
             hook.remove()
-    if count[0] == 0:
+    if count[0] == 0 and needs_backward:
         raise RuntimeError("the script ended without a backward pass")
 
 

@@ -467,3 +467,50 @@ def test_a_finding_about_transformers_defaults_is_not_judged_on_an_installed_ver
     assert confirmation["evidence"][0].startswith("linted with the checkpointing of transformers 4.36 (requirements.txt: transformers==4.46.0): reentrant by default; the installed 5.")
     assert confirmation["evidence"][0].endswith("pip install 'transformers<5'")
     assert "all equal" in confirmation["evidence"][1]
+
+
+GRAD_FREE_SCRIPT = '''import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Tower(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = checkpoint(block, x, use_reentrant=False)
+        return x
+
+
+def validate(model, batches):
+    with torch.no_grad():
+        return [model(x).sum().item() for x in batches]
+
+
+if __name__ == "__main__":
+    model = Tower()
+    batches = [torch.randn(4, 8) for _ in range(3)]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range({epochs}):
+        for x in batches:
+            model(x).sum().backward()
+            optimizer.step()
+    print(validate(model, batches))
+'''
+
+
+@pytest.mark.parametrize("epochs", [2, 0])
+def test_a_script_that_evaluates_after_training_runs_up_to_the_evaluation(tmp_path, epochs):
+    """CKPT008 in a validation the script runs after training (after its first backward), or in a
+    training script whose run trains nothing: the run goes on to the evaluation (was stopped at the
+    first backward, or failed for want of one)."""
+    path = tmp_path / "train_then_validate.py"
+    path.write_text(GRAD_FREE_SCRIPT.format(epochs=epochs))
+    found = finding(path, line_in(path, "validate", "model(x)"), "CKPT008")
+    confirmation = confirm_all([found], examples=[])[found]
+    assert confirmation.verdict == "confirmed", confirmation
+    assert any("ran with grad disabled" in line for line in confirmation.evidence), confirmation.evidence
+    assert any("or its end" in line for line in confirmation.evidence), confirmation.evidence
