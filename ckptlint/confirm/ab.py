@@ -1381,7 +1381,10 @@ def verdict(code: str, report: ComparisonReport, path: str, line: int, end_line:
             symptoms.append(f"torch warned: {warned[0].split('. ')[0]}")
         premise += [f"{c.api} at {c.where()} ran with use_reentrant={c.use_reentrant}" for c in calls if c.use_reentrant is not None and c.api != HAND_WRITTEN][:3]
     elif code == "CKPT007":
-        symptoms = exception if scope.owns_run(()) else []
+        # "element 0 of tensors does not require grad" from reentrant checkpoints none of whose
+        # inputs required grad is what their inputs cause (CKPT001's premise), not an escape.
+        explained = all(c.effective_reentrant and not c.positional_requires_grad for c in calls)
+        symptoms = [e for e in exception if not (explained and "does not require grad" in e)] if scope.owns_run(()) else []
         if not report.error_with:
             symptoms = (
                 report.attribute_evidence(scope.owns) + report.none_grad_evidence(within=scope.owns)

@@ -42,6 +42,9 @@ def guess(parameter: str, profile: dict[str, int]) -> Any:
         return 2
     if "group" in name:
         return 8
+    if name in ("idx", "index", "layer_id", "block_id") or name.endswith(("_idx", "_index", "_number", "_num", "_no")):
+        # A layer's position in its stack (`layer_number`): 1 is valid counted from 0 or from 1 in a depth-2 stack.
+        return 1
     if "dropout" in name or "drop" in name or name in ("p", "p_drop"):
         return 0.1
     if "kernel" in name:

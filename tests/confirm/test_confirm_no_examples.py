@@ -514,3 +514,54 @@ def test_a_script_that_evaluates_after_training_runs_up_to_the_evaluation(tmp_pa
     assert confirmation.verdict == "confirmed", confirmation
     assert any("ran with grad disabled" in line for line in confirmation.evidence), confirmation.evidence
     assert any("or its end" in line for line in confirmation.evidence), confirmation.evidence
+
+
+@pytest.mark.parametrize("name", ["layer_number", "layer_idx", "block_index", "idx"])
+def test_a_layers_position_in_its_stack_is_guessed_within_a_guessed_depth(name):
+    """Megatron's `MoELayer(hidden, ffn, num_experts, topk, layer_number, num_layers)` indexes a
+    per-layer tracker of `num_layers` entries: a position guessed as a size (32) raised IndexError."""
+    from ckptlint.confirm.constructors import PROFILES, guess
+
+    assert guess(name, PROFILES[0]) < guess("num_layers", PROFILES[0])
+
+
+REENTRANT_ESCAPE = '''import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Router(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.gate = nn.Linear(hidden, 4)
+
+    def forward(self, x):
+        probs = self.gate(x).softmax(-1)
+        self.l_aux = probs.mean()
+        return probs
+
+
+class Layer(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.router = Router(hidden)
+        self.proj = nn.Linear(hidden, 4)
+
+    def forward(self, x):
+        return checkpoint(self._inner, x, use_reentrant=True)
+
+    def _inner(self, x):
+        return self.proj(x) * self.router(x)
+'''
+
+
+def test_an_escape_is_not_confirmed_by_the_failure_its_inputs_cause(tmp_path):
+    """A reentrant checkpoint run on synthesised data that requires no grad fails its backward with
+    "element 0 of tensors does not require grad": that is the input's doing, not evidence that a
+    tensor escaped (it confirmed CKPT007 on probe b/04's Megatron MoE layer)."""
+    path = tmp_path / "router.py"
+    path.write_text(REENTRANT_ESCAPE)
+    found = finding(path, line_in(path, "Router", "self.l_aux"), "CKPT007")
+    confirmation = confirm_all([found], examples=[])[found]
+    assert confirmation.verdict != "confirmed", confirmation
+    assert not any("does not require grad" in line and "with checkpointing" in line for line in confirmation.evidence), confirmation.evidence
