@@ -41,9 +41,10 @@ def mode_steps(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], qualify: 
     """Per parameter (only those with steps), what `function` does to the mode of what it holds,
     and the parameter it returns unchanged (`returned_parameter`). One walk of the body serves both:
     the index runs this on every function of the project."""
-    params = all_parameters(function)
-    if all(_holds_data(a.annotation) for a in _arguments(function) if a.arg != "self"):
+    arguments = _arguments(function)
+    if all(_holds_data(a.annotation) for a in arguments if a.arg != "self"):
         return {}, None
+    params = tuple(a.arg for a in arguments)
     own, nested, stored = _own_nodes_with_statement(function)
     returned = returned_parameter(function, own, stored)
     walk = _Walk(params, qualify, owner, methods)
@@ -66,6 +67,7 @@ def mode_steps(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], qualify: 
 
 
 def _arguments(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> list[ast.arg]:
+    """Every parameter, `*args` and `**kwargs` too."""
     arguments = function.args
     return [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, *(a for a in (arguments.vararg, arguments.kwarg) if a is not None)]
 
@@ -104,13 +106,6 @@ def _shortest(steps: list[Step]) -> list[Step]:
         if not kept or kept[-1] != step:
             kept.append(step)
     return kept
-
-
-def all_parameters(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> tuple[str, ...]:
-    """Every parameter's name, `*args` and `**kwargs` too."""
-    arguments = function.args
-    extra = [a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None]
-    return tuple(a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)) + tuple(extra)
 
 
 def returned_parameter(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], own: list[tuple[ast.stmt, ast.AST]], stored: set[str]) -> Optional[str]:
