@@ -37,7 +37,7 @@ from ckptlint.names import absolute_module, import_bindings, resolve_dotted
 from ckptlint.registries import FILLING_METHODS, UNKNOWN_ENTRY, RegistryFacts, scan_registries
 from ckptlint.mode_effects import LEAVES_MODE, MAY_CHANGE_MODE, ModeEffect, folded, mode_steps
 from ckptlint.module_hooks import HookSignature, hook_functions, might_register_hooks
-from ckptlint.site_text import SITE_TEXT
+from ckptlint.site_text import SITE_TEXT, at_word_start
 from ckptlint.syntax import check_future_imports
 from ckptlint.wrapped_modules import ActivationWrap, activation_wraps
 
@@ -1482,7 +1482,7 @@ _LORALIB_MARK = frozenset({"loralib.mark_only_lora_as_trainable", "loralib.utils
 _HF_ENABLE_KWARGS = {"gradient_checkpointing_enable": "gradient_checkpointing_kwargs", "activation_checkpointing_enable": "activation_checkpointing_kwargs"}
 # transformers' argument classes, and trl's configs deriving from them: `gradient_checkpointing=True`
 # makes the Trainer call `gradient_checkpointing_enable(gradient_checkpointing_kwargs)`.
-_ARGUMENTS_SWITCH = re.compile(r"\bgradient_checkpointing\s*=\s*True\b")
+_ARGUMENTS_SWITCH = re.compile(r"gradient_checkpointing\s*=\s*True\b")  # searched with `at_word_start`
 _TRAINING_ARGUMENTS = frozenset({"TrainingArguments", "Seq2SeqTrainingArguments", "SFTConfig", "DPOConfig", "GRPOConfig", "KTOConfig", "ORPOConfig", "CPOConfig", "RewardConfig", "PPOConfig"})
 # transformers' `PeftAdapterMixin.add_adapter(config)` runs peft's `inject_adapter_in_model` on the
 # model itself (every parameter but the adapters frozen) and sets `_hf_peft_config_loaded`
@@ -1511,7 +1511,7 @@ def _built_without_weights(constructor: str) -> bool:
 
 def might_switch_hf_checkpointing(source: str) -> bool:
     """Cheap text test before `hf_enables` walks a file."""
-    return "checkpointing_enable" in source or _ARGUMENTS_SWITCH.search(source) is not None
+    return "checkpointing_enable" in source or at_word_start(_ARGUMENTS_SWITCH, source) is not None
 
 
 def hf_enables(tree: ast.Module) -> list[tuple[int, Optional[bool]]]:

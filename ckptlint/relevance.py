@@ -18,7 +18,7 @@ from typing import Iterator, Optional
 from ckptlint.config import Settings
 from ckptlint.index import Block, Member, ModuleSummary, ProjectIndex
 from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINERS, HF_TRAINING_ARGUMENTS, KNOWN_APIS, LIGHTNING_MODULES, LIGHTNING_NO_GRAD_STEPS
-from ckptlint.site_text import SITE_TEXT
+from ckptlint.site_text import SITE_TEXT, at_word_start
 
 # Where autograd may be switched off: a model called there may run a checkpoint for nothing (CKPT008),
 # so in a file that can hold a site these statements are kept too: `with torch.no_grad():` blocks and
@@ -33,8 +33,8 @@ GRAD_OFF_TEXT = re.compile(
 )
 # Sampling from a model (CKPT004 when it trains with checkpointing on).
 GENERATE_TEXT = ".generate("
-# The definition of a step Lightning runs without grad.
-LIGHTNING_STEP_TEXT = re.compile(rf"\bdef\s+(?:{'|'.join(LIGHTNING_NO_GRAD_STEPS)})\s*\(")
+# The definition of a step Lightning runs without grad (searched with `at_word_start`).
+LIGHTNING_STEP_TEXT = re.compile(rf"def\s+(?:{'|'.join(LIGHTNING_NO_GRAD_STEPS)})\s*\(")
 # Every match of GRAD_OFF_TEXT holds one of these on its line: the pattern runs on those lines only
 # (over whole files, a pattern that starts with no literal to search for was 4 % of a cold run).
 GRAD_OFF_WORDS = ("no_grad", "inference_mode", "set_grad_enabled")
@@ -97,7 +97,7 @@ def can_matter(text: str, summary: ModuleSummary, index: ProjectIndex, settings:
 
 def may_switch_grad_off(text: str) -> bool:
     """A `with torch.no_grad():` block, a function decorated with it, or a Lightning step run without grad."""
-    return next(_grad_off_offsets(text), None) is not None or LIGHTNING_STEP_TEXT.search(text) is not None
+    return next(_grad_off_offsets(text), None) is not None or at_word_start(LIGHTNING_STEP_TEXT, text) is not None
 
 
 def checkpoint_names(summary: ModuleSummary, index: ProjectIndex, settings: Settings) -> set[str]:

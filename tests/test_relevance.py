@@ -348,3 +348,13 @@ def test_grad_off_code_in_methods_is_cut_from_a_file_that_matters_only_for_its_m
     assert can_matter(script, summaries["script"], index, Settings())
     kept = relevant_source(script, summaries["script"], index, Settings()).text
     assert "def main" in kept and "class Init" not in kept
+
+
+def test_text_searched_from_a_literal_still_matches_at_word_starts_only():
+    from ckptlint.index import might_switch_hf_checkpointing
+    from ckptlint.relevance import may_switch_grad_off
+
+    assert might_switch_hf_checkpointing("args = TrainingArguments(gradient_checkpointing=True)\n")
+    assert not might_switch_hf_checkpointing("class Pre:\n    supports_gradient_checkpointing = True\n")
+    assert may_switch_grad_off("class Lit:\n    def validation_step(self, batch, i):\n        pass\n")
+    assert not may_switch_grad_off("print(undef validation_step(batch))\n")  # `def` inside a word
