@@ -13,10 +13,11 @@ call the analysis cannot name, `.train(flag)` with a flag not known) makes it un
 from __future__ import annotations
 
 import ast
+import enum
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Union
 
-from ckptlint.ast_nodes import child_fields, nodes
+from ckptlint.ast_nodes import _CHILD_FIELDS, child_fields, nodes
 
 
 # The JSON shapes of the steps: ["set", True | False | None (not known), definite],
@@ -27,6 +28,8 @@ Step = list
 _INSPECTING = frozenset({"isinstance", "id", "type", "print", "len", "hasattr", "repr", "str"})
 # The methods of a module that set its mode.
 _MODE_METHODS = frozenset({"train", "eval"})
+# The attributes whose reading or writing on a module is a step (`_steps_at`).
+_STEP_ATTRIBUTES = _MODE_METHODS | {"training"}
 
 
 @dataclass
@@ -45,23 +48,25 @@ def mode_steps(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], qualify: 
     if all(_holds_data(a.annotation) for a in arguments if a.arg != "self"):
         return {}, None
     params = tuple(a.arg for a in arguments)
-    own, nested, stored = _own_nodes_with_statement(function)
-    returned = returned_parameter(function, own, stored)
+    body = _walk_body(function)
+    returned = returned_parameter(function, body.returns, body.stored)
     walk = _Walk(params, qualify, owner, methods)
-    names = _bound_from(own, params)
-    first_return = min((n.lineno for _, n in own if isinstance(n, (ast.Return, ast.Raise))), default=None)
+    names = _bound_from(body.bindings, params)
+    held = set().union(*names.values()) if names else set()
+    first_return = min((n.lineno for n in body.returns), default=None)
     definite_statements = {id(s) for s in _unconditional(function.body)}
-    called = {id(n.func) for _, n in own if isinstance(n, ast.Call)}
     steps: dict[str, list[Step]] = {}
-    for statement, node in own:
+    for statement, node in body.steps:
+        if not _may_step(node, held):
+            continue
         definite = id(statement) in definite_statements and (first_return is None or statement.lineno < first_return)
-        for param, step in _steps_at(walk, node, names, definite, called):
+        for param, step in _steps_at(walk, node, names, definite, body.called):
             steps.setdefault(param, []).append(step)
-    for node in nested:
+    for node in body.nested:
         # A nested function may run at any time: what it does to a name it reads is not known.
         read = {n.id for n in nodes(node) if isinstance(n, ast.Name)}
-        for param, held in names.items():
-            if read & held:
+        for param, names_held in names.items():
+            if read & names_held:
                 steps.setdefault(param, []).append(["set", None, False])
     return {param: _shortest(found) for param, found in steps.items()}, returned
 
@@ -97,22 +102,26 @@ _CONTAINERS = frozenset({"tuple", "Tuple", "list", "List", "dict", "Dict", "Sequ
 
 
 def _shortest(steps: list[Step]) -> list[Step]:
-    """The steps with the same effect, fewer: a definite known mode overrides what came before, and
-    a step right after the same step changes nothing (the summary then changes only when the
-    effect may: a body edit that adds a call like one before it does not re-analyse its callers)."""
-    last_set = max((i for i, step in enumerate(steps) if step[0] == "set" and step[1] is not None and step[2]), default=0)
+    """The steps with the same effect (`folded`), fewer: a definite known mode or an unknown one
+    overrides what came before; after an unknown mode only a definite step can make it known again;
+    a step right after the same step changes nothing. The summary then changes only when the effect
+    may (a body edit that adds a call like one before it does not re-analyse its callers), and most
+    summaries, whose parameters are handed to something not known, shrink to one step."""
+    start = max((i for i, step in enumerate(steps) if step[0] == "set" and (step[1] is None or step[2])), default=0)
+    if steps[start][0] == "set" and steps[start][1] is None and not any(step[3 if step[0] == "call" else 2] for step in steps[start + 1 :]):
+        return [steps[start]]
     kept: list[Step] = []
-    for step in steps[last_set:]:
+    for step in steps[start:]:
         if not kept or kept[-1] != step:
             kept.append(step)
     return kept
 
 
-def returned_parameter(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], own: list[tuple[ast.stmt, ast.AST]], stored: set[str]) -> Optional[str]:
-    """The parameter every `return` of `function` returns (by name, never rebound), if any; `own`
-    and `stored`: its body's nodes and the names it binds (`_own_nodes_with_statement`)."""
+def returned_parameter(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], returns: list[ast.AST], stored: set[str]) -> Optional[str]:
+    """The parameter every `return` of `function` returns (by name, never rebound), if any; `returns`
+    and `stored`: its body's `return`s (and `raise`s) and the names it binds (`_walk_body`)."""
     params = {a.arg for a in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)}
-    returned = {n.value.id if isinstance(n.value, ast.Name) else None for _, n in own if isinstance(n, ast.Return)}
+    returned = {n.value.id if isinstance(n.value, ast.Name) else None for n in returns if isinstance(n, ast.Return)}
     if len(returned) != 1:
         return None
     name = returned.pop()
@@ -121,74 +130,143 @@ def returned_parameter(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], o
     return name
 
 
-def _own_nodes_with_statement(function: ast.AST) -> tuple[list[tuple[ast.stmt, ast.AST]], list[ast.AST], set[str]]:
-    """The nodes of the function's own body a summary reads (`_READ`), each with the top-level
-    statement that holds it; the functions, lambdas and classes it defines (their bodies are not its
-    own); the names its own body binds or deletes."""
-    found: list[tuple[ast.stmt, ast.AST]] = []
-    nested: list[ast.AST] = []
-    stored: set[str] = set()
-    for statement in function.body:  # type: ignore[attr-defined]
+@dataclass
+class _Body:
+    """What one walk of a function's own body finds (not the bodies of what it defines)."""
+
+    steps: list[tuple[ast.stmt, ast.AST]]  # calls and attributes, each with its innermost statement
+    returns: list[ast.AST]  # `return` and `raise` statements
+    bindings: list[tuple[set[str], set[str]]]  # (names a bound value mentions, names the target binds)
+    nested: list[ast.AST]  # the functions, lambdas and classes it defines
+    stored: set[str]  # the names it binds or deletes
+    called: set[int]  # the callee expressions of its calls
+
+
+def _walk_body(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> _Body:
+    """Statements in source order, each one's expressions walked once; the names each statement
+    reads make the bindings of plain assignments and loops without walking their values again."""
+    body = _Body([], [], [], [], set(), set())
+    statements: list[ast.stmt] = list(reversed(function.body))
+    roles, fields_of = _ROLES.get, _CHILD_FIELDS.get
+    while statements:
+        statement = statements.pop()
+        loads: set[str] = set()
+        inner: list[ast.stmt] = []
         stack: list[ast.AST] = [statement]
+        pop, push, extend = stack.pop, stack.append, stack.extend
         while stack:
-            node = stack.pop()
-            if not isinstance(node, ast.AST):
-                continue  # None in `Dict.keys`, strings in pattern fields
+            node = pop()
             kind = type(node)
             if kind is ast.Name:
-                if type(node.ctx) is not ast.Load:  # type: ignore[attr-defined]
-                    stored.add(node.id)  # type: ignore[attr-defined]
+                if type(node.ctx) is ast.Load:  # type: ignore[attr-defined]
+                    loads.add(node.id)  # type: ignore[attr-defined]
+                else:
+                    body.stored.add(node.id)  # type: ignore[attr-defined]
                 continue
-            if kind in _NESTED:
-                nested.append(node)
-                continue
-            if kind in _READ:
-                found.append((statement, node))
-            for name in child_fields(kind):
+            role = roles(kind)
+            if role is not None:
+                if role is _Role.NESTED:
+                    body.nested.append(node)
+                    continue
+                if role is _Role.STATEMENT:
+                    if node is not statement:
+                        inner.append(node)  # type: ignore[arg-type]
+                        continue
+                elif role is _Role.CALL:
+                    body.steps.append((statement, node))
+                    body.called.add(id(node.func))  # type: ignore[attr-defined]
+                elif role is _Role.ATTRIBUTE:
+                    body.steps.append((statement, node))
+                elif role is _Role.INNER_BINDING:
+                    body.bindings.extend(_bindings(node, None))
+                if kind is ast.Return or kind is ast.Raise:
+                    body.returns.append(node)
+            fields = fields_of(kind)
+            if fields is None:
+                if not isinstance(node, ast.AST):
+                    continue  # None in `Dict.keys`, strings in pattern fields
+                fields = child_fields(kind)
+            for name in fields:
                 value = getattr(node, name, None)
                 if type(value) is list:
-                    stack.extend(value)
+                    extend(value)
                 elif value is not None:
-                    stack.append(value)
-    return found, nested, stored
+                    push(value)
+        if type(statement) in _BINDING:
+            body.bindings.extend(_bindings(statement, loads))
+        statements.extend(inner)  # popped last-found first: source order
+    return body
 
 
-_NESTED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
-_BINDING = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension, ast.withitem})
-_READ = _BINDING | {ast.Return, ast.Raise, ast.Call, ast.Attribute}
+_STATEMENTS = frozenset(ast.stmt.__subclasses__())
+_BINDING = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor})
+
+
+class _Role(enum.Enum):
+    """What `_walk_body` does at a node of a kind (one lookup per node: this walk sees every node of a project)."""
+
+    NESTED = "nested"
+    STATEMENT = "statement"
+    CALL = "call"
+    ATTRIBUTE = "attribute"
+    INNER_BINDING = "inner binding"
+
+
+_ROLES: dict[type, _Role] = {
+    **{kind: _Role.STATEMENT for kind in _STATEMENTS},
+    **{kind: _Role.NESTED for kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)},
+    ast.Call: _Role.CALL,
+    ast.Attribute: _Role.ATTRIBUTE,
+    **{kind: _Role.INNER_BINDING for kind in (ast.NamedExpr, ast.comprehension, ast.withitem)},
+}
 
 
 def _unconditional(body: list[ast.stmt]) -> list[ast.stmt]:
-    """The statements of a body that run whenever it runs (`with` bodies too)."""
+    """The statements of a body that run whenever it runs: `with` bodies too, and loop bodies (a
+    step there reaches every module the loop does: `for m in models: m.eval()`)."""
     found: list[ast.stmt] = []
     for statement in body:
         found.append(statement)
-        if isinstance(statement, (ast.With, ast.AsyncWith)):
+        if isinstance(statement, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor)):
             found.extend(_unconditional(statement.body))
     return found
 
 
-def _bound_from(own: list[tuple[ast.stmt, ast.AST]], params: tuple[str, ...]) -> dict[str, set[str]]:
+def _bindings(node: ast.AST, loads: Optional[set[str]]) -> list[tuple[set[str], set[str]]]:
+    """(names the value mentions, names the target binds) of a binding node. `loads`: the names its
+    statement reads, which are the value's when every target is a plain name (a subscript or
+    attribute target reads names of its own)."""
+    pairs: list[tuple[ast.AST, ast.AST]] = []
+    if isinstance(node, ast.Assign):
+        pairs = [(t, node.value) for t in node.targets]
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
+        pairs = [(node.target, node.value)]
+    elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+        pairs = [(node.target, node.iter)]
+    elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+        pairs = [(node.optional_vars, node.context_expr)]
+    found = []
+    for target, value in pairs:
+        stored = set(_names_bound(target))
+        if not stored:
+            continue
+        if loads is None or isinstance(node, ast.AnnAssign) or not _plain_target(target):
+            loads = {n.id for n in nodes(value) if isinstance(n, ast.Name)}
+        found.append((loads, stored))
+    return found
+
+
+def _plain_target(target: ast.AST) -> bool:
+    """A target that reads no name: `a`, `a, *b`."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return all(_plain_target(element) for element in target.elts)
+    return isinstance(target, ast.Name) or isinstance(target, ast.Starred) and _plain_target(target.value)
+
+
+def _bound_from(bindings: list[tuple[set[str], set[str]]], params: tuple[str, ...]) -> dict[str, set[str]]:
     """Per parameter, the names that may hold it: itself, and any name assigned (or looped, or
     bound by `with ... as`) from an expression that mentions one of those names."""
     names = {p: {p} for p in params if p != "self"}
-    bindings: list[tuple[set[str], set[str]]] = []  # (names the value mentions, names the target binds)
-    for _, node in own:
-        pairs: list[tuple[ast.AST, ast.AST]] = []
-        if type(node) not in _BINDING:
-            continue
-        if isinstance(node, ast.Assign):
-            pairs = [(t, node.value) for t in node.targets]
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
-            pairs = [(node.target, node.value)]
-        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-            pairs = [(node.target, node.iter)]
-        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
-            pairs = [(node.optional_vars, node.context_expr)]
-        for target, value in pairs:
-            stored = set(_names_bound(target))
-            if stored:
-                bindings.append(({n.id for n in nodes(value) if isinstance(n, ast.Name)}, stored))
     changed = bool(bindings)
     while changed:
         changed = False
@@ -214,6 +292,19 @@ def _holder(expr: ast.AST, names: dict[str, set[str]]) -> list[str]:
     if not isinstance(expr, ast.Name):
         return []
     return [param for param, held in names.items() if expr.id in held]
+
+
+def _may_step(node: ast.AST, held: set[str]) -> bool:
+    """Cheaply: whether `_steps_at` can find a step at the node (a name that may hold a parameter
+    is its receiver or an argument)."""
+    if type(node) is ast.Attribute:
+        return node.attr in _STEP_ATTRIBUTES and type(node.value) is ast.Name and node.value.id in held  # type: ignore[attr-defined]
+    func = node.func  # type: ignore[attr-defined]
+    if type(func) is ast.Attribute and type(func.value) is ast.Name and func.value.id in held:
+        return True
+    return any(type(v) is ast.Name and v.id in held for v in (*node.args, *(k.value for k in node.keywords))) or any(  # type: ignore[attr-defined]
+        type(a) is ast.Starred and type(a.value) is ast.Name and a.value.id in held for a in node.args  # type: ignore[attr-defined]
+    )
 
 
 def _steps_at(walk: _Walk, node: ast.AST, names: dict[str, set[str]], definite: bool, called: set[int]) -> list[tuple[str, Step]]:
