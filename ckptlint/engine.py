@@ -545,7 +545,7 @@ def _summarize(unit: _Unit) -> tuple[str, str]:
             # What `compile()` rejects, at the default limit, is a parse error; deeper walks are not.
             ast.parse(unit.source.text)
             summary = run_deep(summarize, *args)
-        return path, json.dumps(summary.to_json())
+        return path, summary.to_json_text()
     except SyntaxError as error:
         message = syntax_error_message(error, unit.source.text)
     except (ValueError, RecursionError, MemoryError) as error:

@@ -361,15 +361,18 @@ class ModuleSummary:
     constructions: dict[str, list[Optional[dict[str, list]]]] = field(default_factory=dict)
     digest: str = field(default="", compare=False)
 
-    def to_json(self) -> dict:
-        data = _plain(self)
+    def to_json_text(self) -> str:
+        """The summary as JSON, its digest included. Dataclasses inside are encoded as the encoder
+        meets them (copying the whole summary to plain dicts first was a tenth of the index pass)."""
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "digest"}
         # The digest covers declarations, not positions: an edit that only moves lines keeps other
         # files' cached results (a result that cites another file's line depends on that file instead).
-        declarations = _positionless({k: v for k, v in data.items() if k != "blocks"})
+        declarations = {k: v for k, v in data.items() if k != "blocks"}
         declarations["hf_enables"] = [reentrant for _, reentrant in self.hf_enables]
+        positionless = _LINE_FIELD.sub('"line": 0', json.dumps(declarations, sort_keys=True, default=_fields))
         # Computed once per file version and cached with the summary: the warm path never re-serialises.
-        data["digest"] = hashlib.blake2b(json.dumps(declarations, sort_keys=True).encode(), digest_size=16).hexdigest()
-        return data
+        data["digest"] = hashlib.blake2b(positionless.encode(), digest_size=16).hexdigest()
+        return json.dumps(data, default=_fields)
 
     @classmethod
     def from_json(cls, data: dict) -> "ModuleSummary":
@@ -423,24 +426,16 @@ class ModuleSummary:
         return summary
 
 
-def _plain(value: object) -> Any:
-    """`dataclasses.asdict` without its deep copies (a tenth of the index pass)."""
+def _fields(value: object) -> dict:
+    """A dataclass as JSON sees it (`json.dumps(default=...)`)."""
     fields = getattr(value, "__dataclass_fields__", None)
-    if fields is not None:
-        return {name: _plain(getattr(value, name)) for name in fields}
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    return value
+    if fields is None:
+        raise TypeError(f"not JSON: {type(value).__name__}")
+    return {name: getattr(value, name) for name in fields}
 
 
-def _positionless(data: object) -> object:
-    if isinstance(data, dict):
-        return {k: _positionless(v) for k, v in data.items() if k != "line"}
-    if isinstance(data, (list, tuple)):
-        return [_positionless(v) for v in data]
-    return data
+# A position in the JSON of a summary (a `line` key holds one; escaped quotes inside strings never match).
+_LINE_FIELD = re.compile(r'"line": (?:-?\d+|null)')
 
 
 _RETURNED = "<returned>"

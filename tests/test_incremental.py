@@ -231,3 +231,18 @@ def test_a_helpers_mode_summary_ties_its_callers_to_its_declarations_not_its_lin
     warm = check()
     assert findings(warm) == [] and analysed == ["pkg/main.py"]
     assert warm == check(cache=False)
+
+
+def test_a_summarys_digest_covers_declarations_not_positions():
+    import json
+
+    from ckptlint.index import summarize
+
+    source = "from peft import get_peft_model\n\n\ndef build(model, config):\n    model.requires_grad_(False)\n    return get_peft_model(model, config)\n"
+
+    def digest(text: str) -> str:
+        return json.loads(summarize(text, "pkg/m.py", "pkg.m", False).to_json_text())["digest"]
+
+    assert '"line": 5' in summarize(source, "pkg/m.py", "pkg.m", False).to_json_text()
+    assert digest(source) == digest("\n\n" + source)
+    assert digest(source) != digest(source.replace("requires_grad_(False)", "requires_grad_(True)"))
