@@ -262,6 +262,7 @@ def _class_plan(
         how += callbacks.shown()
 
     setup = job.get("setup")
+    holders = _fed_by_earlier_layers(job, usage)
 
     def make() -> tuple[Any, Callable[[], Any]]:
         model = construct()
@@ -273,9 +274,13 @@ def _class_plan(
         callbacks.apply(model)
         model.train()
         args, kwargs = found.make()
+        if holders:
+            args, kwargs = inputs.requiring_grad(args), inputs.requiring_grad(kwargs)
         return model, _calling(model, method, args, kwargs)
 
     shown = f"ran {how}.{entry_name}({found.shown})" if method else f"ran {how} on {found.shown}"
+    if holders:
+        shown += f"; its floating-point inputs require grad, as {' and '.join(holders[:2])} hands the layer the output of its earlier layers"
     if setup:
         shown += f" after its {setup}()"
     if switched_on:
@@ -283,6 +288,20 @@ def _class_plan(
     if hf_switch is not None:
         shown += f" after gradient_checkpointing_enable(gradient_checkpointing_kwargs={hf_switch[0]}), as the project switches it on at {hf_switch[1]}"
     return Plan(make, shown + (f"; {found.tried}" if found.tried else ""), fallible=fallible)
+
+
+# Findings whose claim is that the target's inputs carry no grad: their runs keep data inputs as built.
+_DATA_INPUT_CODES = frozenset({"CKPT001", "CKPT005"})
+
+
+def _fed_by_earlier_layers(job: dict[str, Any], usage: dict[str, Any]) -> list[str]:
+    """The module classes that build the target as a part (`Usage.built_into`), when its `forward` is
+    run and no finding claims its inputs carry no grad: inputs synthesised for a part then require
+    grad, as an upstream layer's output does (without, a reentrant checkpoint in it fails on every
+    backward, "element 0 of tensors does not require grad", and shows nothing of the finding)."""
+    if job.get("method") or any(f["code"] in _DATA_INPUT_CODES for f in job.get("findings", ())):
+        return []
+    return list(usage.get("built_into") or ())
 
 
 def _switches(job: dict[str, Any]) -> tuple[str, ...]:

@@ -287,6 +287,18 @@ def search_inputs(
     return Inputs(make, shown, tried)
 
 
+def requiring_grad(value: Any) -> Any:
+    """`value` with its floating-point tensors (inside lists, tuples and dicts too) made leaves that
+    require grad: the inputs of a layer as the layers before it hand them over in training."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().requires_grad_() if value.is_floating_point() else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(requiring_grad(v) for v in value)
+    if isinstance(value, dict):
+        return {k: requiring_grad(v) for k, v in value.items()}
+    return value
+
+
 # How many of each argument's first candidates (those of the layer that consumes it, or of its
 # role) are tried at every size before the others.
 _FIRST_CANDIDATES = 2

@@ -46,9 +46,13 @@ class Usage:
     # The callbacks of the Lightning Trainer that fits an instance in the target's own file, as the
     # index links them (`index.fitted_callbacks`): [[constructor, arguments], ...].
     callbacks: list[list[Any]] = field(default_factory=list)
+    # The module classes whose methods build the target as one of their parts ("Net (model.py)"):
+    # its input there is what their earlier layers hand it.
+    built_into: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "built_into": self.built_into,
             "setup": self.setup,
             "callbacks": self.callbacks,
             "constructor_calls": self.constructor_calls,
@@ -128,6 +132,7 @@ def usage_of(name: str, path: str, files: Sequence[str], tree: Optional[ast.Modu
         globals_ = _module_literals(module)
         for scope in _scopes(module):
             _scan_scope(scope, name, set(constructs), usage, dict(globals_))
+        usage.built_into += [f"{holder} ({os.path.basename(file)})" for holder in _module_classes_building(module, name)]
         if os.path.abspath(file) == own and not usage.setup:
             usage.setup = _setup(module, name)
         if os.path.abspath(file) == own:
@@ -140,6 +145,21 @@ def usage_of(name: str, path: str, files: Sequence[str], tree: Optional[ast.Modu
         if not usage.main:
             usage.main, usage.main_path = main_elsewhere(name, own, tree, files)
     return usage
+
+
+def _module_classes_building(module: ast.Module, name: str) -> list[str]:
+    """The classes of `module` other than `name` that build `name` in a method and run a `forward`
+    of their own (modules holding it as a part, not trainers holding a whole model)."""
+    found = []
+    for node in ast.walk(module):
+        if not isinstance(node, ast.ClassDef) or node.name == name:
+            continue
+        methods = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        if not any(m.name == "forward" for m in methods):
+            continue
+        if any(isinstance(call, ast.Call) and _called_name(call) == name for m in methods for call in ast.walk(m)):
+            found.append(node.name)
+    return found
 
 
 def _fitted_callbacks(source: str, path: str, name: str) -> list[list[Any]]:

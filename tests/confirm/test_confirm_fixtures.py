@@ -122,6 +122,13 @@ EVIDENCE = {
     ("feature_hooks.py", 87, "CKPT007"): [r"attention\[0\]: requires_grad False with checkpointing at the end of forward; True without"],
     ("hf_clip_vision.py", 18, "CKPT005"): [r"encoder\.layers\.\d\.\S+: grad None with checkpointing", r"ran the model built by build_last_layer_tuning\(\)"],
     ("hf_trainer_layers.py", 57, "CKPT003"): [r"Trying to backward through the graph a second time", r"partial keyword `delete_gate_mask`", r"after gradient_checkpointing_enable\(gradient_checkpointing_kwargs=\{'use_reentrant': True\}\), as the project switches it on at fixtures/hf_trainer_layers\.py:90"],
+    # A layer the project builds inside another model gets inputs that require grad, as that model's earlier layers hand it.
+    ("loop_branches.py", 33, "CKPT001"): [r"blocks\.0\.0\.weight: grad None with checkpointing"],
+    ("loop_branches.py", 50, "CKPT001"): [r"stem\.0\.weight: grad None with checkpointing"],
+    ("moe_recompute/layers.py", 32, "CKPT007"): [
+        r"router\.l_aux: requires_grad False with checkpointing at the end of forward; True without", r"ran RecomputedMoELayer\(",
+        r"floating-point inputs require grad, as RecomputedMoELanguageModel \(model\.py\) hands the layer the output of its earlier layers",
+    ],
     ("activation_penalty.py", 19, "CKPT007"): [r"gradient differs, relative", r"ran `train_with_activation_penalty\(\)` up to its backward number 2", r"target chosen because train_with_activation_penalty calls save_activation"],
     ("wrapped_model_eval.py", 68, "CKPT008"): [r"checkpoint at wrapped_model_eval\.py:42 ran with grad disabled", r"example wrapped_model_evaluation\(\)"],
     ("eval_paths.py", 26, "CKPT008"): [r"checkpoint at eval_paths\.py:26 ran with grad disabled"],
@@ -320,6 +327,8 @@ LOOK_ALIKES = [
     ("import_spellings.py", "ExplicitTower", "ckpt(self.layers[1], h, use_reentrant=True)", "CKPT006"),
     ("import_spellings.py", "ExplicitTower", "checkpoint_sequential(self.trunk", "CKPT006"),
     ("moe_aux_loss.py", "ReturningLanguageModel", "checkpoint(", "CKPT007"),
+    ("crossfile/moe_recompute/layers.py", "ReturningMoELayer", "checkpoint(", "CKPT007"),
+    *(("loop_branches.py", name, "x = checkpoint(", "CKPT001") for name in ("SkipFirstBlockNet", "LaterBlocksNet", "FirstFlagNet")),
     ("moe_aux_loss.py", "LogitsReturningLanguageModel", "checkpoint(", "CKPT007"),
     ("moe_aux_loss.py", "RouterOutsideMoEBlock", "checkpoint(", "CKPT007"),
     ("moe_aux_helpers.py", "ReturningBalancingMoEBlock", "self.tokens_seen = length", "CKPT007"),
