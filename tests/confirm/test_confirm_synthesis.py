@@ -166,6 +166,28 @@ def test_usage_reads_construction_sites_keywords_and_calls(tmp_path):
     assert fit.main == "block"  # main() calls fit, which runs a backward
 
 
+def test_usage_names_the_module_classes_that_build_a_layer_as_a_part(tmp_path):
+    (tmp_path / "layers.py").write_text("import torch.nn as nn\n\nclass Block(nn.Module):\n    def forward(self, x):\n        return x\n")
+    (tmp_path / "model.py").write_text(textwrap.dedent("""\
+        import torch.nn as nn
+        from layers import Block
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList([Block() for _ in range(2)])
+            def forward(self, x):
+                return self.blocks[1](self.blocks[0](x))
+
+        class Runner:  # holds a whole model: no forward of its own
+            def __init__(self):
+                self.model = Block()
+        """))
+    files = usage.project_files(str(tmp_path / "layers.py"), str(tmp_path))
+    assert usage.usage_of("Block", str(tmp_path / "layers.py"), files).built_into == ["Net (model.py)"]
+    assert usage.usage_of("Net", str(tmp_path / "model.py"), files).built_into == []
+
+
 def test_a_main_without_backward_is_no_target():
     tree = ast.parse("def f(model):\n    return model(1)\n\nif __name__ == '__main__':\n    f(None)\n")
     assert usage.main_entry(tree)[0] == "block"
