@@ -43,6 +43,95 @@ CASES = {
         """,
         {(12, "CKPT003")},
     ),
+    "an else branch sees the values from before the if, not those its if branch assigned (CKPT001)": (
+        """
+        class Net(nn.Module):
+            def __init__(self, use_cp=True):
+                super().__init__()
+                self.layer = nn.Linear(4, 4)
+                self.use_cp = use_cp
+            def forward(self, x):
+                if not self.use_cp:
+                    x = self.layer(x)
+                else:
+                    x = checkpoint(self.layer, x, use_reentrant=True)
+                return x
+        model = Net()
+        """,
+        {(11, "CKPT001")},
+    ),
+    "after an if/else a name holds either branch's value (no CKPT001 downstream)": (
+        """
+        class Net(nn.Module):
+            def __init__(self, project=True):
+                super().__init__()
+                self.a = nn.Linear(4, 4)
+                self.b = nn.Linear(4, 4)
+                self.project = project
+            def forward(self, x):
+                if self.project:
+                    h = self.a(x)
+                else:
+                    h = x
+                return checkpoint(self.b, h, use_reentrant=True)
+        model = Net()
+        """,
+        set(),
+    ),
+    "a loop whose first iteration takes the plain branch checkpoints only later blocks' outputs": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+            def forward(self, x):
+                for i, layer in enumerate(self.layers):
+                    if i == 0:
+                        x = layer(x)
+                    else:
+                        x = checkpoint(layer, x, use_reentrant=True)
+                return x
+            def later_first(self, x):
+                for i in range(len(self.layers)):
+                    if i > 0 and self.training:
+                        x = checkpoint(self.layers[i], x, use_reentrant=True)
+                    else:
+                        x = self.layers[i](x)
+                return x
+            def flagged_first(self, x):
+                first = True
+                for layer in self.layers:
+                    if first:
+                        x = layer(x)
+                        first = False
+                    else:
+                        x = checkpoint(layer, x, use_reentrant=True)
+                return x
+        model = Net()
+        model.later_first(torch.randn(2, 4))
+        model.flagged_first(torch.randn(2, 4))
+        """,
+        set(),
+    ),
+    "a loop whose first iteration may take the checkpoint branch feeds it raw input (CKPT001)": (
+        """
+        class Net(nn.Module):
+            def __init__(self, allow_first):
+                super().__init__()
+                self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+                self.allow_first = allow_first
+            def forward(self, x):
+                for i in range(len(self.layers)):
+                    if i == 0 and not self.allow_first:
+                        x = self.layers[i](x)
+                    else:
+                        x = checkpoint(self.layers[i], x, use_reentrant=True)
+                return x
+        import sys
+        model = Net(len(sys.argv) > 1)
+        """,
+        {(12, "CKPT001")},
+    ),
     "raw input cascades through a parameter-free op to the next block": (
         """
         class Net(nn.Module):

@@ -37,6 +37,7 @@ from ckptlint.model.file_model import FileModel
 from ckptlint.model.held_models import HeldModels
 from ckptlint.model.hooks import HookFacts
 from ckptlint.model.hf_configs import CACHE, is_config, tracked_settings, with_setting
+from ckptlint.model.loop_iterations import first_iteration_truth, loop_facts
 from ckptlint.model.model_states import apply_mode_effects, bind_model, set_flag, state_of
 from ckptlint.model.scope import GRAD_ENABLED, GRAD_UNCHANGED, GradMark, Scope
 from ckptlint.model.shapes import (
@@ -283,6 +284,11 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         scope.branch_depth += 1
         scope.conditional += 1
         self.walk(node.test)
+        # The else branch starts from what held before the if, not from what its if branch assigned.
+        before_branches = dict(scope.bindings) if node.orelse is not None else None
+        first = first_iteration_truth(node.test, scope.loops[-1], self.evaluate) if scope.loops else None
+        if first is False:
+            self.carry_over_iterations()  # `if i > 0:` runs after the body ran at least once
         training = training_test(node.test)
         scope.eval_only += training is False
         grad_checked, requiring = self.guards(node.test)
@@ -316,12 +322,17 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         scope.grad_guards -= grad_checked
         scope.eval_only -= training is False
         if node.orelse is not None:
+            assert before_branches is not None
+            after_if_branch = self.restore_bindings(before_branches)
+            if first is True:
+                self.carry_over_iterations()  # the else of `if i == 0:`
             scope.eval_only += training is True
             scope.training_only += is_not_training(node.test)
             scope.gates.append(() if training is not None else None)
             rebound = self.rebind(otherwise)
             self.walk(node.orelse)
             self.unbind(rebound)
+            self.join_bindings(after_if_branch)
             scope.gates.pop()
             scope.training_only -= is_not_training(node.test)
             scope.eval_only -= training is True
@@ -333,6 +344,32 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         elif is_not_training(node.test) and ends_with_return(node.body) and scope.kind == "function":
             scope.training_only += 1  # the rest of the function is the training path
         return False
+
+    def carry_over_iterations(self) -> None:
+        """For a branch the loop's first iteration cannot take: the names its body assigns may hold
+        what an earlier iteration left (ckptlint/model/loop_iterations.py)."""
+        bindings = self.scope.bindings
+        for name in self.scope.loops[-1].assigned:
+            if name in bindings:
+                bindings[name] = merge(bindings[name], UNKNOWN)
+
+    def restore_bindings(self, before: dict[str, Value]) -> dict[str, Value]:
+        """Put back the bindings `before` a branch; what the branch had bound instead."""
+        bindings = self.scope.bindings
+        after = dict(bindings)
+        bindings.clear()
+        bindings.update(before)
+        return after
+
+    def join_bindings(self, other_branch: dict[str, Value]) -> None:
+        """After two alternative branches, each name holds what either left in it."""
+        bindings = self.scope.bindings
+        for name in {*bindings, *other_branch}:
+            mine, theirs = bindings.get(name), other_branch.get(name)
+            if mine is None:
+                bindings[name] = theirs  # type: ignore[assignment]  # bound on the other branch only
+            elif mine is not theirs:
+                bindings[name] = merge(theirs, mine)
 
     def submodule_filter(self, test: cst.BaseExpression, leaves: bool) -> tuple[dict[str, Value], dict[str, Value], dict[str, Value]]:
         """What a test makes of the modules a walk over submodules yields (`for m in model.modules()`):
@@ -421,11 +458,13 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
 
     def visit_For(self, node: cst.For) -> None:
         self.scope.branch_depth += 1
+        self.scope.loops.append(loop_facts(node, self.evaluate))
         self.bind_loop_target(node.target, node.iter)
         self.scope.loop_assigned.append(set())
 
     def leave_For(self, node: cst.For) -> None:
         self.scope.branch_depth -= 1
+        self.scope.loops.pop()
         self.scope.loop_assigned.pop()
 
     def visit_With(self, node: cst.With) -> None:

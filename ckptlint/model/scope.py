@@ -8,6 +8,7 @@ from typing import Optional, Union
 
 import libcst as cst
 
+from ckptlint.model.loop_iterations import LoopFacts
 from ckptlint.model.sites import FlagStatus, FunctionFacts, GradContext
 from ckptlint.model.values import Value
 
@@ -65,6 +66,7 @@ class Scope:
     in_place: dict[str, Value] = field(default_factory=dict)
     # Per enclosing `for` loop, innermost last: the names its body has assigned so far.
     loop_assigned: list[set[str]] = field(default_factory=list)
+    loops: list[LoopFacts] = field(default_factory=list)  # the `for` loops being walked, innermost last
 
     def grad_disabled(self) -> Optional[GradContext]:
         for mark in reversed(self.grad):
