@@ -1583,6 +1583,13 @@ class _Reads:
                     built_class = _project_name(summarizer, node.func)
                     if built_class is not None and not _function_like(built_class):
                         summarizer.constructions.setdefault(built_class, []).append(_call_arguments(node, frozenset()))
+                if models is not None and kind is ast.For and type(node.iter) in (ast.Tuple, ast.List):
+                    # `for model in (Net(), Wide()): train(model)`: each one built there is a whole model.
+                    for element in node.iter.elts:  # type: ignore[attr-defined]
+                        built_model = _constructed(summarizer, element) if type(element) is ast.Call else None
+                        if built_model is not None:
+                            models.append(built_model)
+                            handed_back.add(id(element))
                 if models is not None and (kind is ast.Assign or kind is ast.Call):
                     built_models = _models_built(summarizer, node)
                     if built_models:

@@ -132,6 +132,21 @@ CASES = {
         """,
         {(12, "CKPT001")},
     ),
+    "models built in the literal tuple a script loops over are whole models": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(4, 4)
+            def forward(self, x):
+                return checkpoint(self.a, x, use_reentrant=True)
+        class Wide(Net):
+            pass
+        for model in (Net(), Wide()):
+            model(torch.randn(2, 4)).sum().backward()
+        """,
+        {(7, "CKPT001")},
+    ),
     "raw input cascades through a parameter-free op to the next block": (
         """
         class Net(nn.Module):
