@@ -132,6 +132,33 @@ CASES = {
         """,
         {(12, "CKPT001")},
     ),
+    "a name that is None before a loop and a tensor after an iteration reaches later checkpoints (CKPT003)": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Linear(4, 4)
+                self.blocks = nn.ModuleList([nn.Bilinear(4, 4, 4) for _ in range(3)])
+                self.gate = nn.Linear(4, 4)
+            def forward(self, x):
+                h = self.embed(x)
+                gate = None
+                for i, block in enumerate(self.blocks):
+                    h = checkpoint(functools.partial(block, input2=gate), h, use_reentrant=True)
+                    if i == 1:
+                        gate = self.gate(h)
+                return h
+            def counted(self, x):
+                h = self.embed(x)
+                steps = None
+                for block in self.blocks:
+                    h = checkpoint(functools.partial(block, input2=h), h, use_reentrant=True)
+                    steps = 1
+                return h
+        model = Net()
+        """,
+        {(12, "CKPT003"), (20, "CKPT003")},
+    ),
     "models built in the literal tuple a script loops over are whole models": (
         """
         class Net(nn.Module):

@@ -37,7 +37,7 @@ from ckptlint.model.file_model import FileModel
 from ckptlint.model.held_models import HeldModels
 from ckptlint.model.hooks import HookFacts
 from ckptlint.model.hf_configs import CACHE, is_config, tracked_settings, with_setting
-from ckptlint.model.loop_iterations import first_iteration_truth, loop_facts
+from ckptlint.model.loop_iterations import LoopFacts, first_iteration_truth, loop_facts
 from ckptlint.model.model_states import apply_mode_effects, bind_model, set_flag, state_of
 from ckptlint.model.scope import GRAD_ENABLED, GRAD_UNCHANGED, GradMark, Scope
 from ckptlint.model.shapes import (
@@ -345,6 +345,17 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
             scope.training_only += 1  # the rest of the function is the training path
         return False
 
+    def bind_set_later(self, loop: LoopFacts) -> None:
+        """`gate = None` before a loop whose body sets `gate = self.gate(h)`: from the second iteration
+        on the tensor is there, so the name holds either (ckptlint/model/loop_iterations.py)."""
+        bindings = self.scope.bindings
+        for name, values in loop.plain_assignments.items():
+            if bindings.get(name) != Const(None):
+                continue
+            later = next((v for v in map(self.evaluate, values) if grad_on_some_path(v) is not None), None)
+            if later is not None:
+                bindings[name] = merge(bindings[name], later)
+
     def carry_over_iterations(self) -> None:
         """For a branch the loop's first iteration cannot take: the names its body assigns may hold
         what an earlier iteration left (ckptlint/model/loop_iterations.py)."""
@@ -458,9 +469,11 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
 
     def visit_For(self, node: cst.For) -> None:
         self.scope.branch_depth += 1
-        self.scope.loops.append(loop_facts(node, self.evaluate))
+        loop = loop_facts(node, self.evaluate)
+        self.scope.loops.append(loop)
         self.bind_loop_target(node.target, node.iter)
         self.scope.loop_assigned.append(set())
+        self.bind_set_later(loop)
 
     def leave_For(self, node: cst.For) -> None:
         self.scope.branch_depth -= 1

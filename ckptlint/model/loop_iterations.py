@@ -2,7 +2,9 @@
 
 The builder walks a loop body once, with the values from before the loop: a checkpoint that the
 first iteration reaches sees them (`for block in blocks: x = checkpoint(block, x)` hands the first
-block raw input). A branch the first iteration cannot take (`if i > 0:` over `enumerate(...)` or
+block raw input). A name that holds nothing yet (`gate = None`) and that the body sets to a tensor
+that requires grad holds either from the start of the walk: a later iteration hands that tensor to
+the calls before the assignment. A branch the first iteration cannot take (`if i > 0:` over `enumerate(...)` or
 `range(...)`, `if first:` after `first = True`, their `else`) runs only once the body has run: the
 names the body assigns hold what an earlier iteration left in them there, not the values from
 before the loop (the usual way to skip checkpointing the first block).
@@ -32,14 +34,17 @@ _COMPARISONS: dict[type, Callable[[int, int], bool]] = {
 
 @dataclass
 class LoopFacts:
-    """One loop being walked: its counters' first values, and the names its body assigns."""
+    """One loop being walked: its counters' first values, the names its body assigns, and the values
+    assigned to a plain name (`gate = self.gate(h)`), by name."""
 
     counters: dict[str, int] = field(default_factory=dict)
     assigned: frozenset[str] = frozenset()
+    plain_assignments: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
 
 
 def loop_facts(node: cst.For, evaluate: Callable[[cst.BaseExpression], Value]) -> LoopFacts:
-    return LoopFacts(_first_counters(node.target, node.iter, evaluate), frozenset(_assigned_names(node.body)))
+    plain: dict[str, list[cst.BaseExpression]] = {}
+    return LoopFacts(_first_counters(node.target, node.iter, evaluate), frozenset(_assigned_names(node.body, plain)), plain)
 
 
 def _first_counters(target: cst.BaseExpression, iterable: cst.BaseExpression, evaluate: Callable[[cst.BaseExpression], Value]) -> dict[str, int]:
@@ -61,14 +66,17 @@ def _literal_int(node: cst.BaseExpression) -> Optional[int]:
     return int(node.value, 0) if isinstance(node, cst.Integer) else None
 
 
-def _assigned_names(node: cst.CSTNode) -> set[str]:
-    """Names the statements under `node` bind by assignment (nested functions and classes excluded)."""
+def _assigned_names(node: cst.CSTNode, plain: dict[str, list[cst.BaseExpression]]) -> set[str]:
+    """Names the statements under `node` bind by assignment (nested functions and classes excluded);
+    `plain` gets the values of single-name assignments."""
     found: set[str] = set()
     stack: list[cst.CSTNode] = [node]
     while stack:
         current = stack.pop()
         if isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             continue
+        if isinstance(current, cst.Assign) and len(current.targets) == 1 and isinstance(current.targets[0].target, cst.Name):
+            plain.setdefault(current.targets[0].target.value, []).append(current.value)
         if isinstance(current, cst.AssignTarget):
             found |= _names_in(current.target)
         elif isinstance(current, (cst.AugAssign, cst.AnnAssign)):
