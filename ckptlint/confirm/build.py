@@ -318,21 +318,25 @@ def _switches(job: dict[str, Any]) -> tuple[str, ...]:
     flags: dict[str, None] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.If):
-            body: list[ast.AST] = list(node.body)
+            branches: list[tuple[list[ast.AST], bool]] = [(list(node.body), True), (list(node.orelse), False)]
         elif isinstance(node, ast.IfExp):
-            body = [node.body]
+            branches = [([node.body], True), ([node.orelse], False)]
         else:
             continue
-        if any(b.lineno <= line <= (b.end_lineno or b.lineno) for b in body for line in lines):  # type: ignore[attr-defined]
-            flags.update(dict.fromkeys(_required_flags(node.test)))
+        for body, taken in branches:
+            if any(b.lineno <= line <= (b.end_lineno or b.lineno) for b in body for line in lines):  # type: ignore[attr-defined]
+                flags.update(dict.fromkeys(_required_flags(node.test, taken)))
     return tuple(flags)
 
 
-def _required_flags(test: ast.expr) -> list[str]:
-    """`self.<flag>` attributes a test requires through `and` (the train/eval mode aside)."""
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return [flag for value in test.values for flag in _required_flags(value)]
-    if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self" and test.attr != "training":
+def _required_flags(test: ast.expr, holds: bool = True) -> list[str]:
+    """`self.<flag>` attributes that must be on for `test` to hold (`holds`: through `and`) or to
+    fail (through `or` and `not`: the else of `if not self.use_cp or ...:`), the train/eval mode aside."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _required_flags(test.operand, not holds)
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if holds else ast.Or):
+        return [flag for value in test.values for flag in _required_flags(value, holds)]
+    if holds and isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self" and test.attr != "training":
         return [test.attr]
     return []
 

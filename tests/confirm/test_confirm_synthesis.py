@@ -236,3 +236,25 @@ def test_a_checkpoint_behind_a_switch_nothing_runnable_turns_on_runs_with_the_sw
     confirmation = confirm_all([found], examples=[])[found]
     assert confirmation.verdict == "confirmed", confirmation
     assert any("with `grad_checkpointing` switched on" in e for e in confirmation.evidence), confirmation.evidence
+
+
+def test_the_flags_a_finding_needs_include_those_an_else_branch_requires():
+    pytest.importorskip("torch")
+    from ckptlint.confirm.build import _switches
+
+    source = textwrap.dedent("""\
+        class Model:
+            def forward(self, x):
+                for i in range(self.n):
+                    if not self.use_cp or (i == 0 and not self.allow_first):
+                        x = self.layers[i](x)
+                    else:
+                        x = checkpoint(self.layers[i], x, use_reentrant=True)
+                if self.gradient_checkpointing and self.training:
+                    x = checkpoint(self.head, x, use_reentrant=True)
+                return x
+        """)
+    job = {"path": "/nonexistent/model.py", "source": source, "findings": [{"code": "CKPT001", "path": "/nonexistent/model.py", "line": 7}]}
+    assert _switches(job) == ("use_cp",)
+    job["findings"].append({"code": "CKPT001", "path": "/nonexistent/model.py", "line": 9})
+    assert set(_switches(job)) == {"use_cp", "gradient_checkpointing"}
