@@ -349,6 +349,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         """`gate = None` before a loop whose body sets `gate = self.gate(h)`: from the second iteration
         on the tensor is there, so the name holds either (ckptlint/model/loop_iterations.py)."""
         bindings = self.scope.bindings
+        if not any(type(value) is Const and value.value is None for value in bindings.values()):
+            return
         for name, values in loop.plain_assignments.items():
             if bindings.get(name) != Const(None):
                 continue

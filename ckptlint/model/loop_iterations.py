@@ -13,12 +13,13 @@ before the loop (the usual way to skip checkpointing the first block).
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable, Optional
 
 import libcst as cst
 
 from ckptlint.model.values import Const, Ref, Value
+from ckptlint.model.walk import children
 
 _ENUMERATE = Ref("builtins.enumerate")
 _RANGE = Ref("builtins.range")
@@ -32,19 +33,30 @@ _COMPARISONS: dict[type, Callable[[int, int], bool]] = {
 }
 
 
-@dataclass
 class LoopFacts:
-    """One loop being walked: its counters' first values, the names its body assigns, and the values
-    assigned to a plain name (`gate = self.gate(h)`), by name."""
+    """One loop being walked: its counters' first values; the names its body assigns and the values
+    assigned to a plain name (`gate = self.gate(h)`), found when first asked (most loops never are)."""
 
-    counters: dict[str, int] = field(default_factory=dict)
-    assigned: frozenset[str] = frozenset()
-    plain_assignments: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
+    def __init__(self, node: cst.For, counters: dict[str, int]) -> None:
+        self.node = node
+        self.counters = counters
+
+    @cached_property
+    def plain_assignments(self) -> dict[str, list[cst.BaseExpression]]:
+        return self._assignments[1]
+
+    @cached_property
+    def assigned(self) -> frozenset[str]:
+        return self._assignments[0]
+
+    @cached_property
+    def _assignments(self) -> tuple[frozenset[str], dict[str, list[cst.BaseExpression]]]:
+        plain: dict[str, list[cst.BaseExpression]] = {}
+        return frozenset(_assigned_names(self.node.body, plain)), plain
 
 
 def loop_facts(node: cst.For, evaluate: Callable[[cst.BaseExpression], Value]) -> LoopFacts:
-    plain: dict[str, list[cst.BaseExpression]] = {}
-    return LoopFacts(_first_counters(node.target, node.iter, evaluate), frozenset(_assigned_names(node.body, plain)), plain)
+    return LoopFacts(node, _first_counters(node.target, node.iter, evaluate))
 
 
 def _first_counters(target: cst.BaseExpression, iterable: cst.BaseExpression, evaluate: Callable[[cst.BaseExpression], Value]) -> dict[str, int]:
@@ -85,7 +97,7 @@ def _assigned_names(node: cst.CSTNode, plain: dict[str, list[cst.BaseExpression]
             found |= _names_in(current.target)
         elif isinstance(current, cst.NamedExpr):
             found |= _names_in(current.target)
-        stack.extend(current.children)
+        stack.extend(children(current))
     return found
 
 
