@@ -49,12 +49,13 @@ def nodes(node: ast.AST) -> list[ast.AST]:
 
 def child_fields(kind: type) -> tuple[str, ...]:
     """The fields of a node type that can hold nodes."""
-    fields = _CHILD_FIELDS.get(kind)
+    fields = CHILD_FIELDS.get(kind)
     if fields is None:
         # Leaves (identifiers, constants, operators, Load/Store) hold nothing to walk into.
-        fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
+        fields = CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
     return fields
 
 
 _LEAF_FIELDS = frozenset({"ctx", "id", "attr", "arg", "asname", "name", "names", "module", "level", "kind", "type_comment", "op", "ops", "conversion", "is_async", "simple", "tag"})
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
+# `child_fields`' memo, by node type; walks that see every node of a project read it directly (`.get`).
+CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}

@@ -17,7 +17,7 @@ import enum
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Union
 
-from ckptlint.ast_nodes import _CHILD_FIELDS, child_fields, nodes
+from ckptlint.ast_nodes import CHILD_FIELDS, child_fields, nodes
 
 
 # The JSON shapes of the steps: ["set", True | False | None (not known), definite],
@@ -147,7 +147,7 @@ def _walk_body(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> _Body:
     reads make the bindings of plain assignments and loops without walking their values again."""
     body = _Body([], [], [], [], set(), set())
     statements: list[ast.stmt] = list(reversed(function.body))
-    roles, fields_of = _ROLES.get, _CHILD_FIELDS.get
+    roles, fields_of = _ROLES.get, CHILD_FIELDS.get
     while statements:
         statement = statements.pop()
         loads: set[str] = set()

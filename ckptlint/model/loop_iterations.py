@@ -4,10 +4,10 @@ The builder walks a loop body once, with the values from before the loop: a chec
 first iteration reaches sees them (`for block in blocks: x = checkpoint(block, x)` hands the first
 block raw input). A name that holds nothing yet (`gate = None`) and that the body sets to a tensor
 that requires grad holds either from the start of the walk: a later iteration hands that tensor to
-the calls before the assignment. A branch the first iteration cannot take (`if i > 0:` over `enumerate(...)` or
-`range(...)`, `if first:` after `first = True`, their `else`) runs only once the body has run: the
-names the body assigns hold what an earlier iteration left in them there, not the values from
-before the loop (the usual way to skip checkpointing the first block).
+the calls before the assignment. A branch the first iteration cannot take (`if i > 0:` over
+`enumerate(...)` or `range(...)`, `if first:` after `first = True`, their `else`) runs only once
+the body has run: the names the body assigns hold what an earlier iteration left in them there,
+not the values from before the loop (the usual way to skip checkpointing the first block).
 """
 
 from __future__ import annotations
