@@ -1476,8 +1476,9 @@ _PEFT_INJECT = frozenset({"peft.inject_adapter_in_model", "peft.mapping.inject_a
 _LORALIB_MARK = frozenset({"loralib.mark_only_lora_as_trainable", "loralib.utils.mark_only_lora_as_trainable"})
 _HF_ENABLE_KWARGS = {"gradient_checkpointing_enable": "gradient_checkpointing_kwargs", "activation_checkpointing_enable": "activation_checkpointing_kwargs"}
 # transformers' argument classes, and trl's configs deriving from them: `gradient_checkpointing=True`
-# makes the Trainer call `gradient_checkpointing_enable(gradient_checkpointing_kwargs)`.
-_ARGUMENTS_SWITCH = re.compile(r"gradient_checkpointing\s*=\s*True\b")  # searched with `at_word_start`
+# makes the Trainer call `gradient_checkpointing_enable(gradient_checkpointing_kwargs)`. A switch
+# that is not a literal may be on (`gradient_checkpointing=args.gc`), as for the Trainer's own site.
+_ARGUMENTS_SWITCH = re.compile(r"gradient_checkpointing\s*=(?!=)(?!\s*(?:False|None|0)\b)")
 _TRAINING_ARGUMENTS = frozenset({"TrainingArguments", "Seq2SeqTrainingArguments", "SFTConfig", "DPOConfig", "GRPOConfig", "KTOConfig", "ORPOConfig", "CPOConfig", "RewardConfig", "PPOConfig"})
 # transformers' `PeftAdapterMixin.add_adapter(config)` runs peft's `inject_adapter_in_model` on the
 # model itself (every parameter but the adapters frozen) and sets `_hf_peft_config_loaded`
@@ -1506,7 +1507,8 @@ def _built_without_weights(constructor: str) -> bool:
 
 def might_switch_hf_checkpointing(source: str) -> bool:
     """Cheap text test before `hf_enables` walks a file."""
-    return "checkpointing_enable" in source or at_word_start(_ARGUMENTS_SWITCH, source) is not None
+    # Not `self.gradient_checkpointing = ...`, in every transformers model: an attribute, not a keyword.
+    return "checkpointing_enable" in source or at_word_start(_ARGUMENTS_SWITCH, source, not_after="_.") is not None
 
 
 def hf_enables(tree: ast.Module) -> list[tuple[int, Optional[bool]]]:
@@ -1518,7 +1520,7 @@ def hf_enables(tree: ast.Module) -> list[tuple[int, Optional[bool]]]:
             continue
         if isinstance(node.func, ast.Attribute) and node.func.attr in _HF_ENABLE_KWARGS:
             spelled = next((k.value for k in node.keywords if k.arg == _HF_ENABLE_KWARGS[node.func.attr]), node.args[0] if node.args else None)
-        elif _name_of(node.func) in _TRAINING_ARGUMENTS and any(k.arg == "gradient_checkpointing" and literal(k.value) == (True, True) for k in node.keywords):
+        elif _name_of(node.func) in _TRAINING_ARGUMENTS and any(k.arg == "gradient_checkpointing" and _may_be_on(k.value) for k in node.keywords):
             spelled = next((k.value for k in node.keywords if k.arg == "gradient_checkpointing_kwargs"), None)
         else:
             continue
@@ -1533,6 +1535,11 @@ def hf_enables(tree: ast.Module) -> list[tuple[int, Optional[bool]]]:
             flag = kwargs.get("use_reentrant", True)
             found.append((node.lineno, flag if isinstance(flag, bool) else None))
     return found
+
+
+def _may_be_on(switch: ast.expr) -> bool:
+    known, value = literal(switch)
+    return bool(value) or not known
 
 
 def _name_of(func: ast.expr) -> Optional[str]:

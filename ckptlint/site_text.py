@@ -10,12 +10,13 @@ from typing import Optional
 SITE_TEXT = re.compile(r"checkpoint\w*[\s)]*\(|checkpointing\w*\s*=(?!=)(?!\s*(?:False|None)\b)|use_reentrant|GradientCheckpointingLayer")
 
 
-def at_word_start(pattern: re.Pattern[str], text: str) -> Optional[re.Match[str]]:
-    """The first match of `pattern` that starts a word (as a leading `\\b` would ask). A pattern that
-    starts with `\\b` or a lookbehind is tried at every offset of a file (1.2 s per pattern over
-    transformers); one that starts with a literal is searched for that literal first."""
+def at_word_start(pattern: re.Pattern[str], text: str, not_after: str = "_") -> Optional[re.Match[str]]:
+    """The first match of `pattern` that starts a word (as a leading `\\b` would ask), and follows
+    none of the characters `not_after`. A pattern that starts with `\\b` or a lookbehind is tried at
+    every offset of a file (1.2 s per pattern over transformers); one that starts with a literal is
+    searched for that literal first."""
     for match in pattern.finditer(text):
         start = match.start()
-        if start == 0 or not (text[start - 1].isalnum() or text[start - 1] == "_"):
+        if start == 0 or not (text[start - 1].isalnum() or text[start - 1] in not_after):
             return match
     return None

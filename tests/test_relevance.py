@@ -356,5 +356,8 @@ def test_text_searched_from_a_literal_still_matches_at_word_starts_only():
 
     assert might_switch_hf_checkpointing("args = TrainingArguments(gradient_checkpointing=True)\n")
     assert not might_switch_hf_checkpointing("class Pre:\n    supports_gradient_checkpointing = True\n")
+    assert might_switch_hf_checkpointing("args = TrainingArguments(gradient_checkpointing=cli.gc)\n")
+    assert not might_switch_hf_checkpointing("self.gradient_checkpointing = gradient_checkpointing\n")
+    assert not might_switch_hf_checkpointing("TrainingArguments(gradient_checkpointing=False)\n")
     assert may_switch_grad_off("class Lit:\n    def validation_step(self, batch, i):\n        pass\n")
     assert not may_switch_grad_off("print(undef validation_step(batch))\n")  # `def` inside a word

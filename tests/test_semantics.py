@@ -1320,6 +1320,16 @@ def test_transformers_layer_keyword_depends_on_the_enabled_mode():
         assert findings(trained, transformers="5.23") == {(11, "CKPT003")}, arguments
     unswitched = textwrap.dedent(body) + "\nargs = TrainingArguments('out', gradient_checkpointing=False, gradient_checkpointing_kwargs={'use_reentrant': True})\n"
     assert findings(unswitched, transformers="5.23") == set()
+    # A switch the analysis cannot evaluate may be on, as for the Trainer's own site (probe: a
+    # command-line option compared with a threshold).
+    for switch in ("cli.gc", "cli.batch_size_multiplier > 4", "bool(cli.gc)"):
+        maybe = textwrap.dedent(body) + (
+            f"\ndef train(model, cli):\n    args = TrainingArguments('out', gradient_checkpointing={switch}, gradient_checkpointing_kwargs={{'use_reentrant': True}})\n"
+        )
+        assert findings(maybe, transformers="5.23") == {(11, "CKPT003")}, switch
+    for off in ("None", "0"):
+        never = textwrap.dedent(body) + f"\nargs = TrainingArguments('out', gradient_checkpointing={off}, gradient_checkpointing_kwargs={{'use_reentrant': True}})\n"
+        assert findings(never, transformers="5.23") == set(), off
 
 
 def test_layer_keyword_computed_afresh_for_each_layer_is_read_once():
