@@ -192,7 +192,7 @@ class GradTensorNotPositional(Rule):
                 # Say which path brings the grad when not every path does.
                 when = f" (on some paths {carrier.origin})" if carrier is not None and carrier is not value else ""
                 yield Diagnostic(
-                    site.call,
+                    arg,  # the keyword itself: in a call spread over lines, the line that passes the tensor
                     f"`{name}=`{when} is passed by keyword to a GradientCheckpointingLayer under reentrant checkpointing: "
                     "transformers binds keywords with functools.partial, so the tensor is not a checkpoint input and "
                     f"backward goes through its graph a second time or its gradient is lost; {site.mode.reason}",

@@ -75,7 +75,7 @@ EVIDENCE = {
     ("context_capture.py", 336, "CKPT003"): [r"Trying to backward through the graph a second time", r"closure variable `context`"],
     ("context_capture.py", 222, "CKPT003"): [r"Trying to backward through the graph a second time", r"module attribute `scores`"],
     ("hf_relative_position.py", 77, "CKPT003"): [r"ValueError: Unexpected keyword arguments: rel_pos with checkpointing; no exception without", r"tensor keyword arguments `rel_pos` \(requires grad, non-leaf\)", r"example relative_position_encoder\(\)"],
-    ("gpt2_cross_attention.py", 172, "CKPT003"): [r"Trying to backward through the graph a second time", r"partial keyword `encoder_hidden_states`", r"built by build_keyword_decoder\(\)"],
+    ("gpt2_cross_attention.py", 174, "CKPT003"): [r"Trying to backward through the graph a second time", r"partial keyword `encoder_hidden_states`", r"built by build_keyword_decoder\(\)"],
     ("gpt2_cross_attention.py", 304, "CKPT003"): [r"Trying to backward through the graph a second time", r"partial keyword `encoder_hidden_states`", r"built by build_reusable_source_decoder\(\)"],
     ("train.py", 15, "CKPT004"): [r"return value: CausalLMOutputWithPast of 2 with checkpointing after backward; CausalLMOutputWithPast of 3 without", r"ran fine_tune_chat_config with example config_fine_tune\(\)"],
     ("kv_cache_chunks.py", 23, "CKPT004"): [r"return value\[1\]: list of 4 with checkpointing after backward; list of 2 without"],
