@@ -197,7 +197,9 @@ def plans_for(job: dict[str, Any], module: types.ModuleType, device: str, exampl
 
 def _script_plan(job: dict[str, Any], module: types.ModuleType) -> Plan:
     class_name = job["qualname"] if job["kind"] == "class" else ""
-    grad_free = any(f["code"] == GRAD_FREE_CODE for f in job["findings"])
+    grad_free = tuple(
+        (os.path.realpath(f.get("path", job["path"])), f["line"], f.get("end_line") or f["line"]) for f in job["findings"] if f["code"] == GRAD_FREE_CODE
+    )
     main_path = (job.get("usage") or {}).get("main_path")
     if main_path:
         # The main lives in another project file: import its definitions and run it from there.

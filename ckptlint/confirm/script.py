@@ -15,6 +15,7 @@ Runs in the confirm child only.
 from __future__ import annotations
 
 import ast
+import os
 import sys
 import types
 from pathlib import Path
@@ -42,6 +43,9 @@ class ScriptModel(ab.DeferredModel):
         self.outputs: dict[int, Any] = {}  # each root's output of its last call
         self.holders: list[torch.nn.Module] = []  # modules of the running functions' locals holding a root
         self.trained: set[int] = set()  # roots called with grad enabled
+        # Where code reported as running without grad is: (real path, first line, last line).
+        self.grad_free_lines: tuple[tuple[str, int, int], ...] = ()
+        self.grad_free_ran = False  # a root was called from there with grad disabled
         self._depth = 0
 
     def resolve(self) -> Optional[torch.nn.Module]:
@@ -91,6 +95,8 @@ class ScriptModel(ab.DeferredModel):
                     self.on_root(module)
             if self._depth == 0 and torch.is_grad_enabled():
                 self.trained.add(id(module))
+            elif self._depth == 0 and self.grad_free_lines and not self.grad_free_ran:
+                self.grad_free_ran = _called_from(self.grad_free_lines)
             self._depth += 1
 
         def after(module: torch.nn.Module, args: Any, output: Any) -> None:
@@ -119,24 +125,26 @@ def main_statements(path: str, source: Optional[str]) -> Optional[tuple[str, lis
 
 
 # A script run for code that runs without grad (an evaluation after training steps, a pure inference
-# script): it goes on past this many backward passes only to its end.
+# script): it goes on past this many backward passes only to its end, unless that code has run.
 GRAD_FREE_BACKWARDS = 16
 
 
 def make_script_run(
-    module: types.ModuleType, path: str, source: Optional[str], class_name: str, steps: int, file: str = "the file", grad_free: bool = False
+    module: types.ModuleType, path: str, source: Optional[str], class_name: str, steps: int, file: str = "the file",
+    grad_free: tuple[tuple[str, int, int], ...] = (),
 ) -> Optional[tuple[ab.Make, str]]:
     """A `make` that runs the main of `path` (shown as `file`) up to its `steps`-th backward, and its
-    description. `grad_free`: the code to reach runs without grad, maybe after training steps (a
-    validation loop) or in a script that never runs a backward: up to its end or its
-    GRAD_FREE_BACKWARDS-th backward."""
+    description. `grad_free`: where code to reach runs without grad ((path, first line, last line)),
+    maybe after training steps (a validation loop) or in a script that never runs a backward: up to
+    the first backward after a model was called from there without grad (once `steps` are done),
+    its end, or its GRAD_FREE_BACKWARDS-th backward."""
     found = main_statements(path, source)
     if found is None:
         return None
     kind, body = found
     code = compile(ast.Module(body=body, type_ignores=[]), path, "exec")
     shown = {"block": f'{file}\'s `if __name__ == "__main__":` block', "function": f"{file}'s `main()`", "module": f"{file} as a script"}[kind]
-    return _run_to_backward(code, module, path, class_name, max(steps, GRAD_FREE_BACKWARDS) if grad_free else steps, shown, grad_free)
+    return _run_to_backward(code, module, path, class_name, steps, shown, grad_free)
 
 
 def make_function_run(module: types.ModuleType, path: str, function: str, steps: int) -> tuple[ab.Make, str]:
@@ -146,22 +154,39 @@ def make_function_run(module: types.ModuleType, path: str, function: str, steps:
     return _run_to_backward(code, module, path, "", steps, f"`{function}()`")
 
 
-def _run_to_backward(code: Any, module: types.ModuleType, path: str, class_name: str, steps: int, shown: str, to_end: bool = False) -> tuple[ab.Make, str]:
+def _run_to_backward(
+    code: Any, module: types.ModuleType, path: str, class_name: str, steps: int, shown: str, grad_free: tuple[tuple[str, int, int], ...] = ()
+) -> tuple[ab.Make, str]:
     def make() -> tuple[Any, Callable[[], Any]]:
         holder = ScriptModel(class_name)
+        holder.grad_free_lines = grad_free
         done = [False]
 
         def step() -> Any:
             if done[0]:
                 return None  # the whole script was one step
             done[0] = True
-            run_until_backward(code, module, path, steps, holder, needs_backward=not to_end)
+            run_until_backward(code, module, path, steps, holder, needs_backward=not grad_free)
             return None
 
         return holder, step
 
-    passes = "its first backward" if steps == 1 else f"its backward number {steps}"
-    return make, f"ran {shown} up to {passes}" + (" or its end" if to_end else "")
+    if not grad_free:
+        return make, f"ran {shown} up to " + ("its first backward" if steps == 1 else f"its backward number {steps}")
+    lines = ", ".join(f"{os.path.basename(p)}:{first}" for p, first, _ in grad_free)
+    done = "" if steps == 1 else f" (and its backward number {steps})"
+    return make, f"ran {shown} up to the first backward after {lines} ran without grad{done}, its backward number {max(steps, GRAD_FREE_BACKWARDS)} or its end"
+
+
+def _called_from(places: tuple[tuple[str, int, int], ...]) -> bool:
+    """Whether a frame of the running code is at one of `places` ((real path, first, last line))."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        line = frame.f_lineno
+        if any(first <= line <= last and os.path.realpath(frame.f_code.co_filename) == path for path, first, last in places):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def run_until_backward(code: Any, module: types.ModuleType, path: str, steps: int, holder: ScriptModel, needs_backward: bool = True) -> None:
@@ -171,6 +196,7 @@ def run_until_backward(code: Any, module: types.ModuleType, path: str, steps: in
     original = torch.autograd.backward
     count = [0]
     depth = [0]
+    limit = max(steps, GRAD_FREE_BACKWARDS) if holder.grad_free_lines else steps
 
     def backward(*args: Any, **kwargs: Any) -> Any:
         # A reentrant checkpoint's backward calls torch.autograd.backward itself, inside the
@@ -183,7 +209,7 @@ def run_until_backward(code: Any, module: types.ModuleType, path: str, steps: in
             depth[0] -= 1
         if depth[0] == 0:
             count[0] += 1
-            if count[0] >= steps:
+            if count[0] >= limit or holder.grad_free_ran and count[0] >= steps:
                 raise EndOfRun()
         return result
 

@@ -516,6 +516,53 @@ def test_a_script_that_evaluates_after_training_runs_up_to_the_evaluation(tmp_pa
     assert any("or its end" in line for line in confirmation.evidence), confirmation.evidence
 
 
+ROLLOUT_SCRIPT = '''import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Policy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = checkpoint(block, x, use_reentrant=False)
+        return x
+
+
+def main():
+    policy = Policy()
+    optimizer = torch.optim.SGD(policy.parameters(), lr=0.1)
+    for step in range(100):
+        if step == 2:
+            raise RuntimeError("the run went on past the step that scores without grad")
+        x = torch.randn(4, 8)
+        with torch.no_grad():
+            old = policy(x)
+        (policy(x) - old).pow(2).sum().backward()
+        optimizer.step()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_grad_free_run_stops_at_the_first_backward_after_the_code_ran(tmp_path):
+    """An RL step scores old log-probs under no_grad, then trains, every iteration (a GRPO loop
+    that also generates: 16 of them took longer than the confirm timeout). Once the line reported
+    has run without grad, the run ends at the next backward."""
+    path = tmp_path / "rl_step.py"
+    path.write_text(ROLLOUT_SCRIPT)
+    found = finding(path, line_in(path, "main", "old = policy(x)"), "CKPT008")
+    confirmation = confirm_all([found], examples=[])[found]
+    assert confirmation.verdict == "confirmed", confirmation
+    assert not any("went on" in line for line in confirmation.evidence), confirmation.evidence
+    assert any("up to the first backward after rl_step.py:" in line for line in confirmation.evidence), confirmation.evidence
+
+
 @pytest.mark.parametrize("name", ["layer_number", "layer_idx", "block_index", "idx"])
 def test_a_layers_position_in_its_stack_is_guessed_within_a_guessed_depth(name):
     """Megatron's `MoELayer(hidden, ffn, num_experts, topk, layer_number, num_layers)` indexes a
