@@ -469,7 +469,7 @@ def test_a_finding_about_transformers_defaults_is_not_judged_on_an_installed_ver
     assert "all equal" in confirmation["evidence"][1]
 
 
-GRAD_FREE_SCRIPT = '''import torch
+TOWER = '''import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -483,7 +483,9 @@ class Tower(nn.Module):
         for block in self.blocks:
             x = checkpoint(block, x, use_reentrant=False)
         return x
+'''
 
+GRAD_FREE_SCRIPT = TOWER + '''
 
 def validate(model, batches):
     with torch.no_grad():
@@ -516,24 +518,10 @@ def test_a_script_that_evaluates_after_training_runs_up_to_the_evaluation(tmp_pa
     assert any("or its end" in line for line in confirmation.evidence), confirmation.evidence
 
 
-ROLLOUT_SCRIPT = '''import torch
-from torch import nn
-from torch.utils.checkpoint import checkpoint
-
-
-class Policy(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
-
-    def forward(self, x):
-        for block in self.blocks:
-            x = checkpoint(block, x, use_reentrant=False)
-        return x
-
+ROLLOUT_SCRIPT = TOWER + '''
 
 def main():
-    policy = Policy()
+    policy = Tower()
     optimizer = torch.optim.SGD(policy.parameters(), lr=0.1)
     for step in range(100):
         if step == 2:
