@@ -2317,3 +2317,67 @@ def test_an_attribute_is_read_elsewhere_only_by_code_that_can_hold_the_object(pr
     report = lint(["."], settings, resolve_versions(settings, None, "2.13", "5.23"), jobs=1)
     assert report.errors == []
     assert {(f.path, f.line, f.code) for f in report.findings if f.code != "CKPT006"} == expected
+
+
+SWAPPED_EMBEDDINGS = """
+    import argparse
+    from transformers import AutoModelForCausalLM
+
+
+    def load(name):
+        model = AutoModelForCausalLM.from_pretrained(name)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={{"use_reentrant": True}})
+        model.set_input_embeddings(nn.Embedding.from_pretrained(torch.load("table.pt")))
+        return model
+
+
+    def main():
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--model-name", {option})
+        parser.add_argument("--steps", type=int, default=2)
+        args = parser.parse_args()
+        model = {load}
+        model.train()
+"""
+
+
+@pytest.mark.parametrize("load", ["load(args.model_name)", "load(name=args.model_name)"])
+def test_a_command_line_default_names_the_checkpoint_a_helper_loads(load):
+    """The script's defaults are what it runs as written: `--model-name` defaulting to a Llama
+    checkpoint tells the architecture (a Llama's layers read `embed_tokens` alone, so the swapped,
+    frozen table leaves them no input that requires grad: CKPT005). A default that names nothing,
+    or an option the user must pass, says nothing about the architecture (GPT-2's layers also read
+    the trainable position table)."""
+    for option, expected in (
+        ('default="meta-llama/Llama-2-7b-hf"', {(8, "CKPT005")}),
+        ('dest="model_name", default="meta-llama/Llama-2-7b-hf"', {(8, "CKPT005")}),
+        ("required=True", set()),
+        ("default=None", set()),
+        ('default="gpt2"', set()),
+    ):
+        assert findings(SWAPPED_EMBEDDINGS.format(option=option, load=load)) == expected, option
+
+
+def test_command_line_options_handed_to_a_helper_keep_their_defaults():
+    """`train(args)` reading `args.model_name`: the namespace the script parsed, with its defaults
+    (an option group adds to it too)."""
+    body = """
+        import argparse
+        from transformers import AutoModelForCausalLM
+
+
+        def train(args):
+            model = AutoModelForCausalLM.from_pretrained(args.model_name)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={{"use_reentrant": True}})
+            model.set_input_embeddings(nn.Embedding.from_pretrained(torch.load("table.pt")))
+            model.train()
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            group = parser.add_argument_group("model")
+            group.add_argument("--model_name", default={default})
+            train(parser.parse_known_args()[0])
+    """
+    assert findings(body.format(default='"meta-llama/Llama-3.2-1B"')) == {(8, "CKPT005")}
+    assert findings(body.format(default='"openai-community/gpt2"')) == set()

@@ -32,6 +32,8 @@ from ckptlint.model.apis import (
     SET_GRAD_ENABLED,
 )
 from ckptlint.model.dataflow import Dataflow, loader_batch
+from ckptlint.model import command_line
+from ckptlint.model.command_line import is_parser
 from ckptlint.model.evaluation import Evaluation, computed_without_grad
 from ckptlint.model.file_model import FileModel
 from ckptlint.model.held_models import HeldModels
@@ -135,6 +137,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         self.module_functions: dict[str, cst.FunctionDef] = {}
         # Bindings that comprehensions shadow, restored when each one ends.
         self.comprehensions: list[dict[str, Optional[Value]]] = []
+        # Command-line options added to each argparse parser (by the node that built it): dest -> value.
+        self.command_line_options: dict[int, dict[str, Value]] = {}
         self.start_hooks()
 
     # --- scopes ------------------------------------------------------------------------------
@@ -769,6 +773,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         self.note_self_setattr(node, callee)
         self.note_model_call(node)
         self.note_hook_registration(node)
+        self.note_command_line_option(node)
         targets, bound = self.call_targets(callee)
         if targets:
             arguments = self.arguments(node.args)
@@ -896,6 +901,14 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
                 init = self.flow.method(callee.qualname, "__init__")
                 return ((init.qualname,), True) if isinstance(init, LocalFunction) else ((), False)
         return (), False
+
+    def note_command_line_option(self, node: cst.Call) -> None:
+        if not (isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument"):
+            return
+        parser = self.evaluate(node.func.value)
+        added = command_line.option(node, self.evaluate) if is_parser(parser) else None
+        if added is not None:
+            self.command_line_options.setdefault(id(parser.node), {})[added[0]] = added[1]  # type: ignore[union-attr]
 
     def note_call(self, targets: tuple[str, ...], call: CallRecord) -> None:
         for target in targets:

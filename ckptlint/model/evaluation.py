@@ -10,6 +10,8 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
+from ckptlint.model import command_line
+from ckptlint.model.command_line import is_parser
 from ckptlint.model.dataflow import tensor_attribute
 from ckptlint.model.hf_configs import built_config, built_elsewhere, is_transformers_model
 from ckptlint.model.model_states import DEEP_COPIES, returned_argument
@@ -42,6 +44,7 @@ from ckptlint.model.values import (
     LocalFunction,
     ModuleObject,
     OneOf,
+    ParsedArgs,
     Partial,
     Pieces,
     Ref,
@@ -70,6 +73,29 @@ def _literal(text: str) -> object:
     """The value of a number or string literal (memoized: `ast.literal_eval` compiles its text, and
     the same few literals are evaluated again for every expression that holds them)."""
     return ast.literal_eval(text)
+
+
+def _literal_index(node: cst.Subscript) -> Optional[int]:
+    """`n` of `value[n]` / `value[-n]` with `n` an integer literal."""
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return None
+    index = node.slice[0].slice.value
+    negative = isinstance(index, cst.UnaryOperation) and isinstance(index.operator, cst.Minus)
+    number = index.expression if negative else index  # type: ignore[attr-defined]
+    if not isinstance(number, cst.Integer):
+        return None
+    value = _literal(number.value)
+    return -value if negative else value
+
+
+def _checkpoint_expression(qualname: str, node: cst.Call) -> Optional[cst.BaseExpression]:
+    """What a transformers `from_pretrained` call is told to load: its first argument or
+    `pretrained_model_name_or_path=`; None for any other call."""
+    if not (qualname.startswith("transformers.") and qualname.endswith(".from_pretrained")):
+        return None
+    named = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "pretrained_model_name_or_path"), None)
+    first = node.args[0] if node.args and node.args[0].keyword is None and not node.args[0].star else None
+    return named or (first.value if first else None)
 
 
 def computed_without_grad(expression: cst.BaseExpression, value: Value, context: str) -> Value:
@@ -171,6 +197,8 @@ class Evaluation:
             base = self.evaluate(node.value)
             if isinstance(base, ModuleObject):
                 return self.flow.member(base, node.attr.value)
+            if isinstance(base, ParsedArgs):
+                return base.option(node.attr.value)
             if isinstance(base, Tensor):
                 return tensor_attribute(base, node.attr.value)
             if isinstance(base, SYMBOLIC):
@@ -180,7 +208,11 @@ class Evaluation:
             registered = self.registered_classes(node.value)
             if registered is not None:
                 return registered  # `MODELS[name]`: one of the classes the registry holds
-            return element_of(self.evaluate(node.value))
+            whole = self.evaluate(node.value)
+            index = _literal_index(node)
+            if isinstance(whole, Items) and index is not None and -len(whole.values) <= index < len(whole.values):
+                return whole.values[index]  # `parser.parse_known_args()[0]`, `pair[1]`
+            return element_of(whole)
         if branch is cst.BinaryOperation:
             return join_grad([self.evaluate(node.left), self.evaluate(node.right)], Spelling("`{}`", node))
         if branch is cst.UnaryOperation:
@@ -232,6 +264,10 @@ class Evaluation:
                 return receiver  # `Net().to(device)`, `model.train()`
             elif is_transformers_model(receiver) and method in MODULE_SELF_METHODS:
                 return receiver  # `BertModel(config).to(device)`: the same layers
+            elif is_parser(receiver) and method in command_line.GROUPS:
+                return receiver  # its options land in the parser's namespace
+            elif is_parser(receiver) and method in command_line.PARSE and not node.args:
+                return command_line.parsed(self.command_line_options.get(id(receiver.node), {}), method)  # type: ignore[union-attr]
         func = self.evaluate(node.func)
         if isinstance(func, OneOf) and all(isinstance(o, Ref) and self.index.class_(o.qualname) is not None for o in func.options):
             # `MODELS[name](...)`: an object of one of the registry's classes, built with these arguments.
@@ -308,7 +344,7 @@ class Evaluation:
                 if returned.config is not None:
                     return replace(returned, checkpoint=checkpoint)  # `config = tiny_config()`: a config built by a helper
                 return Instance(func.qualname, node, checkpoint=checkpoint)
-        return Instance(func.qualname, node, built_config(self.evaluate, func.qualname, node), self.checkpoint_name(func.qualname, node))
+        return self.loaded(func.qualname, node)
 
     def returned_closure(self, factory: LocalFunction, call: cst.Call) -> Optional[LocalFunction]:
         """`create_custom_forward(layer)` whose body defines `custom_forward` and returns it: that
@@ -329,14 +365,18 @@ class Evaluation:
         closure = tuple((name, bound.get(name, UNKNOWN)) for name in sorted({*params, *bound_names(factory.node.body)}))  # type: ignore[union-attr]
         return LocalFunction(f"{factory.qualname}.{inner.name.value}", inner, closure)
 
+    def loaded(self, qualname: str, node: cst.Call) -> Instance:
+        """What a call of `qualname` that is not project code returns: an object it builds, with the
+        transformers config and the checkpoint name the code shows."""
+        instance = Instance(qualname, node, built_config(self.evaluate, qualname, node), self.checkpoint_name(qualname, node))
+        expr = _checkpoint_expression(qualname, node) if instance.checkpoint is None else None
+        named = self.evaluate(expr) if expr is not None else None
+        return replace(instance, checkpoint_from=named) if isinstance(named, SYMBOLIC) else instance
+
     def checkpoint_name(self, qualname: str, node: cst.Call, helper: Optional[FunctionFacts] = None, call: Optional[cst.Call] = None) -> Optional[str]:
         """The name a transformers `from_pretrained` call loads, when the code shows it; a parameter
         of the `helper` making that call is read from the helper's `call`."""
-        if not (qualname.startswith("transformers.") and qualname.endswith(".from_pretrained")):
-            return None
-        named = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "pretrained_model_name_or_path"), None)
-        first = node.args[0] if node.args and node.args[0].keyword is None and not node.args[0].star else None
-        expr = named or (first.value if first else None)
+        expr = _checkpoint_expression(qualname, node)
         if expr is None:
             return None
         if helper is None or call is None:

@@ -38,6 +38,7 @@ from ckptlint.model.values import (
     ModuleObject,
     OneOf,
     Param,
+    ParsedArgs,
     Partial,
     Ref,
     Tensor,
@@ -144,6 +145,11 @@ class Resolver:
                 changes["preserve_rng_state"] = flag.value
         if site.kind in (ApiKind.HF_ENABLE, ApiKind.HF_TRAINING_ARGS) and isinstance(site.kwargs_value, SYMBOLIC):
             changes.update(self.hf_kwargs(site))
+        if isinstance(site.receiver, Instance) and site.receiver.checkpoint_from is not None:
+            # `def load(name): model = AutoModel...from_pretrained(name)`: the name its callers pass.
+            named = self.value(site.receiver.checkpoint_from)
+            if isinstance(named, Const) and isinstance(named.value, str):
+                changes["receiver"] = replace(site.receiver, checkpoint=named.value, checkpoint_from=None)
         if site.forwarded:
             return replace(site, **changes) if changes else site
         function = self.value(site.function) if site.function is not None else None
@@ -346,6 +352,8 @@ class Resolver:
             return self.flow.member(base, attr)
         if isinstance(base, Tensor):
             return tensor_attribute(base, attr)
+        if isinstance(base, ParsedArgs):
+            return base.option(attr)
         if isinstance(base, OneOf):
             # Each path's attribute, joined: a grad-carrying one survives an unknown one.
             result: Optional[Value] = None

@@ -169,8 +169,22 @@ class Instance:
     node: cst.Call
     # A transformers config, or a model built from one: the settings the code shows.
     config: Optional["HfConfig"] = None
-    # The checkpoint name `from_pretrained` loads, when the code shows it.
+    # The checkpoint name `from_pretrained` loads, when the code shows it; else, when it depends on
+    # a parameter of the function loading it, that value (its callers may name it).
     checkpoint: Optional[str] = None
+    checkpoint_from: Optional["Value"] = None
+
+
+@dataclass(frozen=True, eq=False)
+class ParsedArgs:
+    """The namespace `parser.parse_args()` returns when the script runs as written: each option's
+    default (`dest` -> value) when it is a literal that turns something on (a name, a number that
+    is not 0, True); unknown for a falsy or missing default, which exists to be overridden."""
+
+    defaults: dict[str, "Value"]
+
+    def option(self, name: str) -> "Value":
+        return self.defaults.get(name, UNKNOWN)
 
 
 @dataclass(frozen=True)
@@ -286,8 +300,8 @@ SYMBOLIC = (Param, ElementOf, AttributeOf, CallOf, Derived, OneOf, Defaulted)
 _MAX_OPTIONS = 4
 
 Value = Union[
-    Unknown, Const, DictLit, Ref, Partial, Lambda, ModuleObject, Param, LocalFunction, DataSource, Tensor, Instance, Items, Pieces,
-    ElementOf, AttributeOf, CallOf, Derived, OneOf, Defaulted,
+    Unknown, Const, DictLit, Ref, Partial, Lambda, ModuleObject, Param, LocalFunction, DataSource, Tensor, Instance, ParsedArgs, Items,
+    Pieces, ElementOf, AttributeOf, CallOf, Derived, OneOf, Defaulted,
 ]  # fmt: skip
 
 
