@@ -55,10 +55,11 @@ class FrozenUpstreamReentrant(Rule):
                         else f"embeddings (everything its first checkpointed layer reads) are frozen ({freeze.where(model.path)})"
                     )
                     by = f" (by `{site.wrapper.rsplit('.', 1)[-1]}`)" if site.wrapper else ""
+                    loaded = site.receiver.checkpoint if isinstance(site.receiver, Instance) else None
                     enabled = (
                         "the Trainer handed these TrainingArguments enables reentrant gradient checkpointing on the model it trains,"
                         if site.kind is ApiKind.HF_TRAINING_ARGS
-                        else f"reentrant gradient checkpointing is enabled{by} on a model"
+                        else f"reentrant gradient checkpointing is enabled{by} on a model" + (f" loaded from `{loaded}`" if loaded else "")
                     )
                     yield Diagnostic(
                         site.flag_node or site.call,

@@ -47,6 +47,7 @@ EVIDENCE = {
     ("no_grad_backbone_adapter.py", 30, "CKPT001"): [r"adapter\.0\.weight: grad None with checkpointing", r"ran the file's `if __name__ == \"__main__\":` block up to its first backward"],
     ("module_checkpoint_kwargs.py", 8, "CKPT002"): [r"gradient differs, relative", r"torch stream differs after the step", r"line 8 sets up the checkpoint call at module_checkpoint_kwargs\.py:31"],
     ("masked_blocks_spread.py", 28, "CKPT001"): [r"blocks\.0\.fc\.weight: grad None with checkpointing", r"ran the file's `if __name__ == \"__main__\":` block up to its first backward"],
+    ("cli_domain_vectors.py", 26, "CKPT005"): [r"model\.layers\.0\.\S+: grad None with checkpointing", r"AutoModelForCausalLM\.from_pretrained\('meta-llama/Llama-3\.2-1B'\) built LlamaForCausalLM"],
     ("lightning_classifier.py", 38, "CKPT005"): [r"blocks\.0\.\S+: grad None with checkpointing", r"ran LitTextClassifier\(vocab_size=100, dim=32, heads=2, num_classes=10\)"],
 }
 
@@ -65,6 +66,7 @@ LOOK_ALIKES = [
     ("masked_blocks_spread_stem.py", "MaskedNet", "checkpoint(", "CKPT001"),
     ("module_checkpoint_kwargs_replayed.py", "Net", "checkpoint(", "CKPT002"),
     ("no_grad_backbone_adapter_nonreentrant.py", "AdapterProbe", "checkpoint(", "CKPT001"),
+    ("cli_domain_vectors_gpt2.py", "main", "gradient_checkpointing_enable(", "CKPT005"),
 ]
 
 
