@@ -2381,3 +2381,27 @@ def test_command_line_options_handed_to_a_helper_keep_their_defaults():
     """
     assert findings(body.format(default='"meta-llama/Llama-3.2-1B"')) == {(8, "CKPT005")}
     assert findings(body.format(default='"openai-community/gpt2"')) == set()
+
+
+def test_a_library_model_rebound_to_what_a_freezing_helper_returns_keeps_its_freeze():
+    """`model = inject_lora(model)`: the helper freezes all but the adapters by name and hands back
+    the same transformers model, so its embedding stays frozen (was a new object, nothing frozen).
+    transformers 4.x hooks the inputs only for PEFT models: CKPT005 at the enable call."""
+    body = """
+        from transformers import AutoModelForCausalLM
+
+
+        def inject_lora(model):
+            for n, p in model.named_parameters():
+                p.requires_grad = "lora_" in n
+            return model
+
+
+        def build(name="meta-llama/Llama-3.2-1B"):
+            model = AutoModelForCausalLM.from_pretrained(name)
+            model = inject_lora(model)
+            model.gradient_checkpointing_enable()
+            return model
+    """
+    assert findings(body, transformers="4.57") == {(14, "CKPT005")}
+    assert findings(body, transformers="5.23") == set()  # 5.x hooks a token-id model's embedding output

@@ -323,7 +323,7 @@ class Evaluation:
         if module is not None and name in module.functions:
             handed = returned_argument(self, node)  # type: ignore[arg-type]
             module_handed = self.evaluate(handed) if handed is not None else None
-            if isinstance(module_handed, ModuleObject):
+            if isinstance(module_handed, ModuleObject) or is_transformers_model(module_handed):
                 return module_handed  # `model = prepare(model)`: the same module
             inputs = [self.evaluate(a.value) for a in node.args if not a.star]
             if any(isinstance(v, Tensor) for v in inputs):
