@@ -2405,3 +2405,26 @@ def test_a_library_model_rebound_to_what_a_freezing_helper_returns_keeps_its_fre
     """
     assert findings(body, transformers="4.57") == {(14, "CKPT005")}
     assert findings(body, transformers="5.23") == set()  # 5.x hooks a token-id model's embedding output
+
+
+def test_module_level_code_freezing_what_a_builder_returns_is_the_scripts_own():
+    """A `__main__` block (module-level code, not a function named after the module) freezes the
+    model a loader returns, then a helper enables reentrant checkpointing on it (4.x: no hook)."""
+    body = """
+        from transformers import AutoModelForCausalLM
+
+
+        def load(name):
+            return AutoModelForCausalLM.from_pretrained(name)
+
+
+        def enable(model):
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+
+
+        if __name__ == "__main__":
+            m = load("meta-llama/Llama-3.2-1B")
+            m.model.embed_tokens.requires_grad_(False)
+            enable(m)
+    """
+    assert findings(body, transformers="4.57") == {(16, "CKPT005")}

@@ -82,7 +82,9 @@ class FrozenUpstreamReentrant(Rule):
         if ctor is None:
             return None
         held = HELD.fullmatch(receiver.origin) if isinstance(receiver, ModuleObject) and enclosing_class else None
-        function = (enclosing_function or "").removeprefix(model.module + ".").split(".", 1)[0]
+        # The top-level function the code is in; "" for module-level code (a `__main__` block).
+        inside = enclosing_function or ""
+        function = inside[len(model.module) + 1 :].split(".", 1)[0] if inside.startswith(model.module + ".") else ""
         holder_ctor = _constructor(receiver_holder[0]) if receiver_holder else None
         freezes: list[Optional[Freeze]]
         if held:
