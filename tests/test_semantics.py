@@ -2428,3 +2428,30 @@ def test_module_level_code_freezing_what_a_builder_returns_is_the_scripts_own():
             enable(m)
     """
     assert findings(body, transformers="4.57") == {(16, "CKPT005")}
+
+
+@pytest.mark.parametrize(("loaded", "built"), [("name", 'Tuner("{}")'), ('"{}"', "Tuner(None)")])
+def test_a_held_models_checkpoint_name_comes_from_its_init_or_its_constructions(loaded, built):
+    """`self.model = AutoModelForCausalLM.from_pretrained(...)` frozen through
+    `get_input_embeddings()` in another method: the name (a literal there, or the `__init__`
+    parameter every construction fills) says which architecture, so whether its layers read
+    anything else (GPT-2's position table)."""
+    body = """
+        from transformers import AutoModelForCausalLM
+
+
+        class Tuner:
+            def __init__(self, name):
+                self.model = AutoModelForCausalLM.from_pretrained({loaded})
+                self.freeze()
+                self.model.gradient_checkpointing_enable()
+
+            def freeze(self):
+                self.model.get_input_embeddings().weight.requires_grad = False
+
+
+        tuner = {built}
+    """
+    for checkpoint, expected in (("meta-llama/Llama-3.2-1B", {(9, "CKPT005")}), ("openai-community/gpt2", set())):
+        source = body.format(loaded=loaded.format(checkpoint), built=built.format(checkpoint))
+        assert findings(source, transformers="4.57") == expected, checkpoint

@@ -22,6 +22,7 @@ from ckptlint.model.sites import ApiKind, CallRecord, CheckpointSite, FlagStatus
 from ckptlint.model.modes import hf_kwargs_mode
 from ckptlint.versions import torch_default_reentrant, transformers_default_reentrant
 from ckptlint.model.values import (
+    CHECKPOINT_ARGUMENTS,
     SYMBOLIC,
     UNKNOWN,
     AttributeOf,
@@ -150,6 +151,8 @@ class Resolver:
             named = self.value(site.receiver.checkpoint_from)
             if isinstance(named, Const) and isinstance(named.value, str):
                 changes["receiver"] = replace(site.receiver, checkpoint=named.value, checkpoint_from=None)
+        elif isinstance(site.receiver, ModuleObject) and site.receiver.built_by is not None and site.kind is ApiKind.HF_ENABLE:
+            changes.update(self.loaded_by_init(site.receiver))
         if site.forwarded:
             return replace(site, **changes) if changes else site
         function = self.value(site.function) if site.function is not None else None
@@ -166,6 +169,18 @@ class Resolver:
             changes["keyword_values"] = tuple(self.value(v) for v in site.keyword_values)
             changes["captured"] = {name: self.value(v) for name, v in site.captured.items()}
         return replace(site, **changes) if changes else site
+
+    def loaded_by_init(self, module: ModuleObject) -> dict:
+        """`self.model = AutoModel...from_pretrained(name)` in an `__init__` handed `name`: the held
+        model with the name every construction of the class passes."""
+        arguments = dict(module.arguments or ())
+        key = next((k for k in CHECKPOINT_ARGUMENTS if k in arguments), None)
+        if key is None or arguments[key][0] != "param":
+            return {}
+        named = self.built_with(module).get(arguments[key][1])
+        if named is None or not isinstance(named.value, str):
+            return {}
+        return {"receiver": replace(module, arguments=tuple((k, ("const", named.value) if k == key else d) for k, d in module.arguments or ()))}
 
     def built_with(self, module: ModuleObject) -> dict[str, Const]:
         """The literals the `__init__` that built `module` received for the parameters its arguments

@@ -175,6 +175,24 @@ class Instance:
     checkpoint_from: Optional["Value"] = None
 
 
+# The keys an argument description (ModuleObject.arguments) gives the name `from_pretrained` loads.
+CHECKPOINT_ARGUMENTS = ("pretrained_model_name_or_path", "#0")
+
+
+def loaded_checkpoint(value: "Value") -> Optional[str]:
+    """The checkpoint name a transformers model was loaded from, when the code shows it: an
+    `Instance`'s, or the literal name the `from_pretrained` that built a module held on `self` was
+    given (`self.model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")`)."""
+    if isinstance(value, Instance):
+        return value.checkpoint
+    if isinstance(value, ModuleObject) and len(value.classes) == 1 and value.classes[0].endswith(".from_pretrained"):
+        arguments = dict(value.arguments or ())
+        described = next((arguments[k] for k in CHECKPOINT_ARGUMENTS if k in arguments), None)
+        if described is not None and described[0] == "const" and isinstance(described[1], str):
+            return described[1]
+    return None
+
+
 @dataclass(frozen=True, eq=False)
 class ParsedArgs:
     """The namespace `parser.parse_args()` returns when the script runs as written: each option's

@@ -11,7 +11,7 @@ from ckptlint.index import Freeze
 from ckptlint.model.hf_frozen_inputs import inputs_frozen
 from ckptlint.model.hf_upstream import CLASSES
 from ckptlint.model.sites import ApiKind
-from ckptlint.model.values import Instance, ModuleObject, Value
+from ckptlint.model.values import Instance, ModuleObject, Value, loaded_checkpoint
 from ckptlint.rules import Diagnostic, Rule, callee_name, non_reentrant_advice
 from ckptlint.rules.inputs_cannot_require_grad import no_grad_inputs
 from ckptlint.versions import transformers_default_reentrant
@@ -55,7 +55,7 @@ class FrozenUpstreamReentrant(Rule):
                         else f"embeddings (everything its first checkpointed layer reads) are frozen ({freeze.where(model.path)})"
                     )
                     by = f" (by `{site.wrapper.rsplit('.', 1)[-1]}`)" if site.wrapper else ""
-                    loaded = site.receiver.checkpoint if isinstance(site.receiver, Instance) else None
+                    loaded = loaded_checkpoint(site.receiver) if site.receiver is not None else None
                     enabled = (
                         "the Trainer handed these TrainingArguments enables reentrant gradient checkpointing on the model it trains,"
                         if site.kind is ApiKind.HF_TRAINING_ARGS
@@ -104,7 +104,7 @@ def _reaches_layers(model: FileModel, freeze: Freeze, ctor: str, holder: str, re
     """Whether, after `freeze`, the first checkpointed layer of the model (built by `ctor`, at
     `holder` in the frozen object) gets an input that cannot require grad and no hook fixes it."""
     if freeze.input_grad_hook or not inputs_frozen(
-        freeze, _library_class(model, freeze.wrapped or ctor), holder, receiver.checkpoint if isinstance(receiver, Instance) and not freeze.wrapped else None
+        freeze, _library_class(model, freeze.wrapped or ctor), holder, loaded_checkpoint(receiver) if not freeze.wrapped else None
     ):
         return False
     if transformers_default_reentrant(model.versions.transformers) or freeze.hook_undone:
