@@ -2455,3 +2455,31 @@ def test_a_held_models_checkpoint_name_comes_from_its_init_or_its_constructions(
     for checkpoint, expected in (("meta-llama/Llama-3.2-1B", {(9, "CKPT005")}), ("openai-community/gpt2", set())):
         source = body.format(loaded=loaded.format(checkpoint), built=built.format(checkpoint))
         assert findings(source, transformers="4.57") == expected, checkpoint
+
+
+def test_a_freezing_helper_that_returns_the_model_in_a_tuple_hands_back_the_same_model():
+    """`model, n = freeze_all_but_attention(model)`: the helper switches the whole model off with
+    `model.requires_grad_(False)` (which returns the model itself), turns the attention blocks back
+    on and returns `model, count`. The Trainer then enables reentrant checkpointing (4.x: no hook)."""
+    body = """
+        from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+
+        def freeze_all_but_attention(model):
+            model.requires_grad_(False)
+            count = 0
+            for name, module in model.named_modules():
+                if name.endswith("self_attn"):
+                    module.requires_grad_(True)
+                    count += sum(p.numel() for p in module.parameters())
+            return model, count
+
+
+        def main():
+            model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+            model, trainable = freeze_all_but_attention(model)
+            args = TrainingArguments("out", gradient_checkpointing=True)
+            Trainer(model=model, args=args).train()
+    """
+    assert findings(body, transformers="4.57") == {(18, "CKPT005")}
+    assert findings(body, transformers="5.23") == set()

@@ -252,9 +252,17 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         facts = self.scope.facts
         if facts is None or node.value is None:
             return
-        in_place = self.scope.in_place.get(node.value.value) if isinstance(node.value, cst.Name) else None
-        value = in_place or self.evaluate(node.value)
+        value = self.returned_value(node.value)
         facts.returns = value if facts.returns is None else merge(facts.returns, value)
+
+    def returned_value(self, expression: cst.BaseExpression) -> Value:
+        """What a `return` hands back; a parameter switched by `name.requires_grad_(...)` is still the
+        parameter (the call returns the same object), alone or in a tuple (`return model, count`)."""
+        if isinstance(expression, cst.Name) and expression.value in self.scope.in_place:
+            return self.scope.in_place[expression.value]
+        if isinstance(expression, (cst.Tuple, cst.List)) and not any(isinstance(e, cst.StarredElement) for e in expression.elements):
+            return Items(tuple(self.returned_value(e.value) for e in expression.elements))
+        return self.evaluate(expression)
 
     def visit_Global(self, node: cst.Global) -> None:
         self.scope.global_names.update(n.name.value for n in node.names)

@@ -44,6 +44,7 @@ from ckptlint.model.values import (
     LocalFunction,
     ModuleObject,
     OneOf,
+    Param,
     ParsedArgs,
     Partial,
     Pieces,
@@ -325,6 +326,9 @@ class Evaluation:
             module_handed = self.evaluate(handed) if handed is not None else None
             if isinstance(module_handed, ModuleObject) or is_transformers_model(module_handed):
                 return module_handed  # `model = prepare(model)`: the same module
+            in_tuple = self.handed_back_in_tuple(self.functions.get(func.qualname), node)
+            if in_tuple is not None:
+                return in_tuple
             inputs = [self.evaluate(a.value) for a in node.args if not a.star]
             if any(isinstance(v, Tensor) for v in inputs):
                 # A tensor, but maybe a mask built from an input's shape: whether it needs grad is open.
@@ -345,6 +349,21 @@ class Evaluation:
                     return replace(returned, checkpoint=checkpoint)  # `config = tiny_config()`: a config built by a helper
                 return Instance(func.qualname, node, checkpoint=checkpoint)
         return self.loaded(func.qualname, node)
+
+    def handed_back_in_tuple(self, facts: Optional[FunctionFacts], call: cst.Call) -> Optional[Items]:
+        """`model, n = freeze_all_but_attention(model)` of a function ending `return model, count`:
+        the tuple with the module this call hands it at that place (the rest unknown)."""
+        returned = facts.returns if facts is not None else None
+        if not isinstance(returned, Items):
+            return None
+        for place, value in enumerate(returned.values):
+            if not (isinstance(value, Param) and value.function == facts.qualname and value.name in facts.params):  # type: ignore[union-attr]
+                continue
+            known, passed = _passed(facts, call, value.name)  # type: ignore[arg-type]
+            handed = self.evaluate(passed) if known and passed is not None else None
+            if isinstance(handed, ModuleObject) or is_transformers_model(handed):
+                return Items(tuple(handed if i == place else UNKNOWN for i in range(len(returned.values))))  # type: ignore[misc]
+        return None
 
     def returned_closure(self, factory: LocalFunction, call: cst.Call) -> Optional[LocalFunction]:
         """`create_custom_forward(layer)` whose body defines `custom_forward` and returns it: that
