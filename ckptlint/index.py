@@ -359,6 +359,11 @@ class ModuleSummary:
     # construction is not in view (`self` in a Lightning step) holds what they agree on
     # (`ProjectIndex.construction_context`).
     constructions: dict[str, list[Optional[dict[str, list]]]] = field(default_factory=dict)
+    # Module-level names bound once to a literal (a number, string, bool, None, or a dict, list or
+    # tuple of them) that nothing here changes: other modules read them (`settings.USE_REENTRANT`).
+    constants: dict[str, object] = field(default_factory=dict)
+    # Attributes of other modules assigned here, by qualified name: not constants there.
+    module_stores: tuple[str, ...] = ()
     digest: str = field(default="", compare=False)
 
     def to_json_text(self) -> str:
@@ -414,6 +419,8 @@ class ModuleSummary:
             mode_steps=data["mode_steps"],
             checkpoint_text=data["checkpoint_text"],
             constructions=data["constructions"],
+            constants=data["constants"],
+            module_stores=tuple(data["module_stores"]),
             blocks=[
                 Block(
                     b["start"], b["end"], b["definition"], b["binds"], b["refs"], b["attrs"], b["stashes"],
@@ -538,6 +545,8 @@ class _Summarizer:
         self.trains = False
         # Names a subscript store, `update` or `setdefault` changes anywhere in the module (ckptlint/registries.py).
         self.filled: set[str] = set()
+        # Attributes of imported modules this module assigns (`settings.USE_REENTRANT = args.reentrant`).
+        self.module_stores: set[str] = set()
 
     def qualify(self, node: ast.AST) -> Optional[str]:
         name = dotted(node)
@@ -614,6 +623,7 @@ class _Summarizer:
             tuple(self.cache_builders),
             scan_registries(self.module, tree, self.filled, set(self.imports), self.qualify, lambda node: _project_name(self, node)),
             hooks, registrars, self.mode_steps(tree), SITE_TEXT.search(source) is not None, self.constructions,
+            _constants(tree, source, self.filled), tuple(sorted(self.module_stores)),
         )
 
     def mode_steps(self, tree: ast.Module) -> dict[str, dict]:
@@ -1164,6 +1174,45 @@ class _TrainerCallbacks:
         return inner.of(last.value) if isinstance(last, ast.Return) and last.value is not None else None
 
 
+_GLOBAL_STATEMENT = re.compile(r"^[ \t]+global[ \t]+([\w \t,]+)", re.MULTILINE)
+
+
+def _constants(tree: ast.Module, source: str, changed: set[str]) -> dict[str, object]:
+    """`ModuleSummary.constants`: module-level names bound once to a literal that no statement here
+    changes (`changed`: names a subscript store, `update` or `setdefault` fills; a `global` rebinds)."""
+    bound: dict[str, int] = {}
+    literals: dict[str, object] = {}
+    for stmt in _module_level(tree.body):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For)) else []
+        for target in targets:
+            for name in (n.id for n in ast.walk(target) if isinstance(n, ast.Name)):
+                bound[name] = bound.get(name, 0) + 1
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            try:
+                literals[stmt.targets[0].id] = ast.literal_eval(stmt.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
+    rebound = {name.strip() for line in _GLOBAL_STATEMENT.findall(source) for name in line.split(",")} if "global" in source else set()
+    return {
+        name: value for name, value in literals.items()
+        if bound.get(name) == 1 and name not in changed and name not in rebound and _plain_literal(value)
+    }  # fmt: skip
+
+
+def _plain_literal(value: object, depth: int = 0) -> bool:
+    """A small literal JSON keeps as it is (tuples become lists, which evaluate alike): not a
+    docstring template, nor a table of hundreds of entries."""
+    if isinstance(value, str):
+        return len(value) <= 256
+    if value is None or isinstance(value, (bool, int, float)):
+        return not isinstance(value, float) or value == value and value not in (float("inf"), float("-inf"))
+    if depth >= 3:
+        return False
+    if isinstance(value, dict):
+        return len(value) <= 64 and all(isinstance(k, str) and _plain_literal(v, depth + 1) for k, v in value.items())
+    return isinstance(value, (list, tuple)) and len(value) <= 64 and all(_plain_literal(v, depth + 1) for v in value)
+
+
 def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     """Module-level statements, looking into `if`/`try` blocks (guarded imports)."""
     for stmt in body:
@@ -1583,6 +1632,8 @@ class _Reads:
                         self.self_stores.add(node.attr)
                     elif type(receiver) is ast.Name or type(receiver) is ast.Attribute and _is_self(receiver.value):
                         self.stashes = True  # `block.x = ...`, `self.block.x = ...`: state on a module
+                        if type(receiver) is ast.Name and receiver.id in summarizer.imports:
+                            summarizer.module_stores.add(f"{summarizer.imports[receiver.id]}.{node.attr}")  # `settings.FLAG = ...`
                     continue
                 if kind is ast.Subscript and type(node.ctx) is not ast.Load and type(node.value) is ast.Name:
                     summarizer.filled.add(node.value.id)  # `MODELS["vit"] = ViT`: maybe a registry filled
@@ -2069,6 +2120,7 @@ class ProjectIndex:
         self._instance_steps: Optional[dict[str, list[list[FreezeStep]]]] = None
         self._call_effects: dict[tuple[str, str, str, Optional[str]], tuple[Freeze, frozenset[str]]] = {}
         self._hf_enable: Optional[list[tuple[str, int]]] = None
+        self._constants: Optional[dict[str, object]] = None
         self._wrapped: Optional[dict[str, list[tuple[str, ActivationWrap]]]] = None
         self._held_wraps: dict[tuple[str, str], list[tuple[str, ActivationWrap]]] = {}
         self._canonical: dict[str, str] = {}
@@ -2592,6 +2644,15 @@ class ProjectIndex:
                 params = module.param_freezes.get(f"{rest}.{method}") if module is not None else None
                 return self._fold(params["self"], class_qualname, depth) if params else _NO_FREEZE
         return _NO_FREEZE
+
+    def constant(self, qualname: str) -> Optional[tuple[object]]:
+        """(value,) of a module-level constant of the project (`ModuleSummary.constants`), by
+        qualified name; None for anything else."""
+        if self._constants is None:
+            stored = {self.canonical(name) for m in self.modules.values() for name in m.module_stores}
+            constants = {f"{m.name}.{name}": value for m in self.modules.values() for name, value in m.constants.items()}
+            self._constants = {name: value for name, value in constants.items() if name not in stored}
+        return (self._constants[qualname],) if qualname in self._constants else None
 
     def reentrant_hf_enable(self, path: Optional[str] = None) -> Optional[tuple[str, int]]:
         """Where the project switches transformers checkpointing to reentrant mode explicitly: in the

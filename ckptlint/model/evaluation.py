@@ -76,6 +76,14 @@ def _literal(text: str) -> object:
     return ast.literal_eval(text)
 
 
+def _literal_value(value: object, node: cst.BaseExpression) -> Value:
+    if isinstance(value, dict):
+        return DictLit({k: _literal_value(v, node) for k, v in value.items()}, True, node)
+    if isinstance(value, list):
+        return Items(tuple(_literal_value(v, node) for v in value))
+    return Const(value)
+
+
 def _literal_index(node: cst.Subscript) -> Optional[int]:
     """`n` of `value[n]` / `value[-n]` with `n` an integer literal."""
     if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
@@ -170,6 +178,12 @@ class Evaluation:
             return Ref(f"builtins.{name}")
         return UNKNOWN
 
+    def module_constant(self, value: Value, node: cst.BaseExpression) -> Value:
+        """A reference to another module's constant (`settings.USE_REENTRANT`, an imported
+        `CKPT_KWARGS`): its literal value, spelled at `node` here."""
+        found = self.index.constant(value.qualname) if isinstance(value, Ref) else None
+        return _literal_value(found[0], node) if found is not None else value
+
     def self_attribute(self, attr: str) -> Value:
         owner = self.scope.class_qualname
         if owner is None or "self" not in self.scope.bindings:
@@ -181,7 +195,7 @@ class Evaluation:
         if branch is cst.Name:
             if node.value in ("True", "False", "None"):
                 return Const({"True": True, "False": False, "None": None}[node.value])
-            return self.lookup(node.value)
+            return self.module_constant(self.lookup(node.value), node)
         if branch is _NUMBERS:
             return Const(_literal(node.value))
         if branch is cst.SimpleString:
@@ -204,7 +218,7 @@ class Evaluation:
                 return tensor_attribute(base, node.attr.value)
             if isinstance(base, SYMBOLIC):
                 return AttributeOf(base, node.attr.value)
-            return self.ref(f"{base.qualname}.{node.attr.value}") if isinstance(base, Ref) else UNKNOWN
+            return self.module_constant(self.ref(f"{base.qualname}.{node.attr.value}"), node) if isinstance(base, Ref) else UNKNOWN
         if branch is cst.Subscript:
             registered = self.registered_classes(node.value)
             if registered is not None:
