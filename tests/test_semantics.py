@@ -2483,3 +2483,34 @@ def test_a_freezing_helper_that_returns_the_model_in_a_tuple_hands_back_the_same
     """
     assert findings(body, transformers="4.57") == {(18, "CKPT005")}
     assert findings(body, transformers="5.23") == set()
+
+
+@pytest.mark.parametrize(("preserve", "expected"), [("False", {(17, "CKPT002")}), ("True", set())])
+def test_blocks_a_script_builds_and_hands_to_a_checkpointing_function(preserve, expected):
+    """`run(nn.ModuleList([Block() ...]), x)`: the function checkpoints each block it is handed with
+    the RNG state not replayed by default, and a helper each block calls draws noise (CKPT002). The
+    container built in the script holds `Block`s: its elements are the regions."""
+    body = f"""
+        def noisy(x, scale):
+            return x + scale * torch.randn_like(x)
+
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 8)
+
+            def forward(self, x):
+                return noisy(F.gelu(self.fc(x)), 0.1)
+
+
+        def run(blocks, x, preserve={preserve}):
+            for block in blocks:
+                x = checkpoint(block, x, use_reentrant=False, preserve_rng_state=preserve)
+            return x
+
+
+        if __name__ == "__main__":
+            run(nn.ModuleList([Block() for _ in range(2)]), torch.randn(2, 8, requires_grad=True)).sum().backward()
+    """
+    assert findings(body) == expected

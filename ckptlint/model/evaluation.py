@@ -19,6 +19,7 @@ from ckptlint.model.scope import CallArguments
 from ckptlint.model.shapes import bound_names, is_self, is_super, none_test
 from ckptlint.model.sites import FlagStatus, FunctionFacts
 from ckptlint.model.torch_knowledge import (
+    CONTAINERS,
     DATA_LOADERS,
     GRAD_NEUTRAL_METHODS,
     GRAD_NEUTRAL_PREFIXES,
@@ -327,6 +328,11 @@ class Evaluation:
             return self.dict_from_arguments(node, node.args)
         if self.index.class_(func.qualname) is not None:
             return ModuleObject((func.qualname,), code(node.func), arguments=self.construction_arguments(node))
+        if func.qualname in CONTAINERS:
+            held = self.contained_classes(node.args)
+            if held:
+                spelled = code(node) if len(code(node)) <= 60 else f"{code(node.func)}(...)"
+                return ModuleObject(held, spelled, container=func.qualname)  # `blocks = nn.ModuleList([Block() ...])`
         if func.qualname in SPLITTING_FUNCTIONS and node.args and not node.args[0].star:
             whole = self.evaluate(node.args[0].value)
             if isinstance(whole, SYMBOLIC):
@@ -363,6 +369,32 @@ class Evaluation:
                     return replace(returned, checkpoint=checkpoint)  # `config = tiny_config()`: a config built by a helper
                 return Instance(func.qualname, node, checkpoint=checkpoint)
         return self.loaded(func.qualname, node)
+
+    def contained_classes(self, args: Sequence[cst.Arg]) -> tuple[str, ...]:
+        """The classes of the modules a container is built from (a list, a comprehension, `*layers`),
+        when every one of them is known; () otherwise."""
+        elements: list[cst.BaseExpression] = []
+        for arg in args:
+            if arg.keyword is not None:
+                return ()
+            value = arg.value
+            if isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+                elements.append(value.elt)
+            elif isinstance(value, (cst.List, cst.Tuple)):
+                elements.extend(e.value for e in value.elements)
+            else:
+                elements.append(value)  # a module, or `*layers` (a list of them)
+        classes: list[str] = []
+        for element in elements:
+            value = self.evaluate(element)
+            for module in value.values if isinstance(value, Items) else (value,):
+                if isinstance(module, ModuleObject) and not module.container:
+                    classes.extend(module.classes)
+                elif isinstance(module, Instance) and module.ctor.startswith("torch.nn."):
+                    classes.append(module.ctor)  # a built-in layer
+                else:
+                    return ()
+        return tuple(dict.fromkeys(classes))
 
     def handed_back_in_tuple(self, facts: Optional[FunctionFacts], call: cst.Call) -> Optional[Items]:
         """`model, n = freeze_all_but_attention(model)` of a function ending `return model, count`:
