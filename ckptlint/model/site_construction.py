@@ -298,7 +298,11 @@ class SiteConstruction:
             value, node, status = arguments.keywords["use_reentrant"]
             known = value.value if isinstance(value, Const) and isinstance(value.value, bool) else None
             spelled = f"use_reentrant={known}" if known is not None else "use_reentrant set to a value the analysis cannot resolve"
-            return Mode(known, status, f"{spelled} ({status.value})", node)
+            # A flag read from elsewhere (`settings.USE_REENTRANT`, a parameter) says where it came from.
+            literal = isinstance(node, cst.Arg) and isinstance(node.value, cst.Name) and node.value.value in ("True", "False")
+            named = known is not None and status is FlagStatus.EXPLICIT and isinstance(node, cst.Arg) and not literal
+            how = f"`{code(node.value)}`, {status.value}" if named else status.value  # type: ignore[union-attr]
+            return Mode(known, status, f"{spelled} ({how})", node)
         if arguments.unresolved_kwargs and api.takes_flag:
             return Mode(None, FlagStatus.MAYBE, "use_reentrant may arrive through **kwargs the analysis cannot resolve")
         if not api.takes_flag:
