@@ -73,3 +73,26 @@ def test_a_name_something_rebinds_is_not_a_constant(project, changed):
     settings, extra = changed
     found = lint(project, settings + 'CKPT_KWARGS = {"use_reentrant": False}\n', extra)
     assert ("model.py", 16, "CKPT001") not in found
+
+
+def test_a_partial_of_checkpoint_imported_from_another_module_is_reported_where_it_is_called(project):
+    """`fast_checkpoint = partial(checkpoint, use_reentrant=False, preserve_rng_state=False)` in
+    `ckpt.py`, called in `model.py` on blocks that draw dropout: CKPT002 at the name in `model.py`
+    (its keyword is spelled in the other file; locating it there crashed the file's analysis)."""
+    project({
+        "ckpt.py": "import functools\nfrom torch.utils.checkpoint import checkpoint\n\n"
+        "fast_checkpoint = functools.partial(checkpoint, use_reentrant=False, preserve_rng_state=False)\n",
+        "model.py": "import torch.nn as nn\nfrom ckpt import fast_checkpoint\n\n\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.blocks = nn.ModuleList([nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.1)) for _ in range(2)])\n\n"
+        "    def forward(self, h):\n"
+        "        for block in self.blocks:\n"
+        "            h = fast_checkpoint(block, h)\n"
+        "        return h\n",
+    })  # fmt: skip
+    result = CliRunner().invoke(main, [".", "--format", "json", "--no-cache"])
+    document = json.loads(result.stdout)
+    assert document["errors"] == [], document["errors"]
+    assert {(f["path"], f["line"], f["column"], f["code"]) for f in document["findings"]} == {("model.py", 12, 17, "CKPT002")}

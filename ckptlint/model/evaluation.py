@@ -77,6 +77,10 @@ def _literal(text: str) -> object:
     return ast.literal_eval(text)
 
 
+# Where a module-level partial of another file is spelled until a name here refers to it.
+_ELSEWHERE = cst.Name("partial_of_another_module")
+
+
 def _literal_value(value: object, node: cst.BaseExpression) -> Value:
     if isinstance(value, dict):
         return DictLit({k: _literal_value(v, node) for k, v in value.items()}, True, node)
@@ -158,7 +162,7 @@ class Evaluation:
         alias = self.index.alias(canonical)
         if alias is not None and alias.is_partial:
             keywords = {k: Const(v) for k, v in alias.keywords.items()}
-            return Partial(self.ref(alias.target), (), keywords, {}, cst.Name(canonical.rsplit(".", 1)[-1]))
+            return Partial(self.ref(alias.target), (), keywords, {}, _ELSEWHERE)
         return Ref(canonical)
 
     def lookup(self, name: str) -> Value:
@@ -179,9 +183,13 @@ class Evaluation:
             return Ref(f"builtins.{name}")
         return UNKNOWN
 
-    def module_constant(self, value: Value, node: cst.BaseExpression) -> Value:
-        """A reference to another module's constant (`settings.USE_REENTRANT`, an imported
-        `CKPT_KWARGS`): its literal value, spelled at `node` here."""
+    def spelled_here(self, value: Value, node: cst.BaseExpression) -> Value:
+        """What a name or attribute spelled at `node` refers to, located in this file: another
+        module's constant (`settings.USE_REENTRANT`, an imported `CKPT_KWARGS`) is its literal; a
+        module-level `partial(checkpoint, ...)` imported from another file is spelled at `node`
+        (findings on its keywords point at the name here, not into the other file)."""
+        if isinstance(value, Partial) and value.node is _ELSEWHERE:
+            return replace(value, node=node)
         found = self.index.constant(value.qualname) if isinstance(value, Ref) else None
         return _literal_value(found[0], node) if found is not None else value
 
@@ -196,7 +204,7 @@ class Evaluation:
         if branch is cst.Name:
             if node.value in ("True", "False", "None"):
                 return Const({"True": True, "False": False, "None": None}[node.value])
-            return self.module_constant(self.lookup(node.value), node)
+            return self.spelled_here(self.lookup(node.value), node)
         if branch is _NUMBERS:
             return Const(_literal(node.value))
         if branch is cst.SimpleString:
@@ -219,7 +227,7 @@ class Evaluation:
                 return tensor_attribute(base, node.attr.value)
             if isinstance(base, SYMBOLIC):
                 return AttributeOf(base, node.attr.value)
-            return self.module_constant(self.ref(f"{base.qualname}.{node.attr.value}"), node) if isinstance(base, Ref) else UNKNOWN
+            return self.spelled_here(self.ref(f"{base.qualname}.{node.attr.value}"), node) if isinstance(base, Ref) else UNKNOWN
         if branch is cst.Subscript:
             registered = self.registered_classes(node.value)
             if registered is not None:
