@@ -2752,10 +2752,12 @@ class ProjectIndex:
                     for number in self._readers_of(reader).get(local, ()):
                         if registry_name in reader.blocks[number].attrs.split():
                             found.setdefault((reader.name, _definition(reader.blocks[number])), reader)
-        attr = member.rsplit(".", 1)[-1] if member else head
+        # `import backbone as bb; bb.Net(...)`: a statement reading the module and its attribute `Net`
+        # (the class itself for one of its methods: its objects are built there).
         for reader, local in self._bound(module.name):
             for number in self._readers_of(reader).get(local, ()):
-                if attr in reader.blocks[number].attrs.split():
+                block = reader.blocks[number]
+                if head in block.attrs.split() or any(head in part.attrs.split() for part in block.members):
                     found.setdefault((reader.name, _definition(reader.blocks[number])), reader)
         return [(summary, block) for (_, block), summary in found.items()]
 
