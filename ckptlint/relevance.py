@@ -147,7 +147,9 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
     matches = list(_LINE.finditer(text))
     starts = [match.start() for match in matches]
     # A Trainer enables checkpointing on the model it is handed when its TrainingArguments say so.
-    triggers = checkpoint_names(summary, index, settings) | {name for name, target in summary.imports.items() if index.canonical(target) in HF_TRAINERS}
+    triggers = checkpoint_names(summary, index, settings) | {
+        name for name, target in summary.imports.items() if index.canonical(target) in HF_TRAINERS or index.is_subclass(index.canonical(target), HF_TRAINERS)
+    }  # a project's own Trainer subclass too
     holder_lines = [bisect_right(starts, match.start()) for match in HELD_MODEL_TEXT.finditer(text)] if HELD_MODEL_WORD in text else []
     patterns = (_site_text(settings), HELD_MODE_TEXT) if holder_lines else (_site_text(settings),)
     if summary.hook_registrars:

@@ -2514,3 +2514,26 @@ def test_blocks_a_script_builds_and_hands_to_a_checkpointing_function(preserve, 
             run(nn.ModuleList([Block() for _ in range(2)]), torch.randn(2, 8, requires_grad=True)).sum().backward()
     """
     assert findings(body) == expected
+
+
+def test_a_projects_own_trainer_subclass_enables_checkpointing_like_the_trainer():
+    """`class LoraTrainer(Trainer): ...` built with the TrainingArguments: its `train()` is the
+    Trainer's, which switches checkpointing on from the arguments (4.x: reentrant, no hook for the
+    PEFT-less frozen model)."""
+    body = """
+        from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+
+        class LoggingTrainer(Trainer):
+            def log(self, logs, *args, **kwargs):
+                super().log(logs, *args, **kwargs)
+
+
+        def train(data):
+            model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+            model.get_input_embeddings().requires_grad_(False)
+            args = TrainingArguments(output_dir="out", gradient_checkpointing=True)
+            LoggingTrainer(model=model, args=args, train_dataset=data).train()
+    """
+    assert findings(body, transformers="4.57") == {(13, "CKPT005")}
+    assert findings(body.replace("gradient_checkpointing=True", 'gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": False}'), transformers="4.57") == set()

@@ -52,7 +52,7 @@ class TrainingScriptFacts:
             self.note_grad_free_call(key, node)
             self.note_parameter_run(key, node)
             trainer = self.evaluate(func)
-            if isinstance(trainer, Ref) and trainer.qualname in HF_TRAINERS:
+            if isinstance(trainer, Ref) and (trainer.qualname in HF_TRAINERS or self.index.is_subclass(trainer.qualname, HF_TRAINERS)):
                 trained = self.note_trainer(node)
                 if trained is not None:
                     self.trainer_models[id(node)] = trained
