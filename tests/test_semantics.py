@@ -2537,3 +2537,30 @@ def test_a_projects_own_trainer_subclass_enables_checkpointing_like_the_trainer(
     """
     assert findings(body, transformers="4.57") == {(13, "CKPT005")}
     assert findings(body.replace("gradient_checkpointing=True", 'gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": False}'), transformers="4.57") == set()
+
+
+@pytest.mark.parametrize("encode", [
+    "@torch.no_grad()\n            def encode(self, img):\n                return self.vae(img) * 0.18",
+    "def encode(self, img):\n                with torch.no_grad():\n                    return self.vae(img) * 0.18",
+])
+def test_a_method_that_computes_without_grad_returns_what_requires_no_grad(encode):
+    """A latent-diffusion model encodes images with its VAE under no_grad in a method of its own:
+    the latents it returns feed a reentrant checkpoint that gets no input requiring grad (CKPT001)."""
+    body = f"""
+        class LatentDiffusion(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.vae = nn.Conv2d(3, 4, 4, 4)
+                self.denoiser = nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.SiLU())
+
+            {encode}
+
+            def forward(self, img):
+                z = self.encode(img)
+                return checkpoint(self.denoiser, z + torch.randn_like(z), use_reentrant=True)
+
+
+        model = LatentDiffusion()
+        model(torch.randn(2, 3, 8, 8)).sum().backward()
+    """
+    assert findings(body) == {(14, "CKPT001")}

@@ -252,8 +252,16 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         facts = self.scope.facts
         if facts is None or node.value is None:
             return
-        value = self.returned_value(node.value)
+        # `@torch.no_grad() def encode(self, x): return self.vae(x)`: what it returns requires no grad.
+        value = self.as_computed_here(node.value, self.returned_value(node.value))
         facts.returns = value if facts.returns is None else merge(facts.returns, value)
+
+    def as_computed_here(self, expression: cst.BaseExpression, value: Value) -> Value:
+        """`value` of `expression` as computed at this point: without grad where autograd records nothing."""
+        disabled = self.scope.grad_disabled()
+        if disabled is not None and not self.scope.grad_guards:
+            return computed_without_grad(expression, value, disabled.kind)
+        return value
 
     def returned_value(self, expression: cst.BaseExpression) -> Value:
         """What a `return` hands back; a parameter switched by `name.requires_grad_(...)` is still the
@@ -719,10 +727,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
                 self.scope.bindings[local] = self.ref(f"{base}.{name}")
 
     def leave_Assign(self, node: cst.Assign) -> None:
-        value = self.evaluate(node.value)
-        disabled = self.scope.grad_disabled()
-        if disabled is not None and not self.scope.grad_guards:
-            value = computed_without_grad(node.value, value, disabled.kind)
+        value = self.as_computed_here(node.value, self.evaluate(node.value))
         for target in node.targets:
             self.bind_target(target.target, value, node)
             if isinstance(target.target, cst.Name) and self.scope.loop_assigned:
