@@ -1910,10 +1910,16 @@ def _constructed(summarizer: "_Summarizer", value: ast.Call) -> Optional[str]:
 
 def _handed_to_functions(summarizer: "_Summarizer", call: ast.Call) -> Iterator[tuple[str, ast.Call]]:
     """The project classes built right in the arguments of a call of this module's own function,
-    or of a plain class of it (`Runner(Net())`: an object that runs the model, not a module)."""
-    if summarizer.qualify(call.func) not in summarizer.whole_model_takers:
+    or of a plain class of it (`Runner(Net())`: an object that runs the model, not a module), and
+    the model built right in a transformers Trainer's call (`Trainer(model=Net(), args=...)`)."""
+    callee = summarizer.qualify(call.func)
+    if callee in HF_TRAINERS:
+        arguments = [k.value for k in call.keywords if k.arg == "model"] or call.args[:1]
+    elif callee in summarizer.whole_model_takers:
+        arguments = [*call.args, *(k.value for k in call.keywords)]
+    else:
         return
-    for argument in (*call.args, *(k.value for k in call.keywords)):
+    for argument in arguments:
         built = _constructed(summarizer, argument) if isinstance(argument, ast.Call) else None
         if built is not None:
             yield built, argument

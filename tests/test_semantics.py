@@ -2564,3 +2564,27 @@ def test_a_method_that_computes_without_grad_returns_what_requires_no_grad(encod
         model(torch.randn(2, 3, 8, 8)).sum().backward()
     """
     assert findings(body) == {(14, "CKPT001")}
+
+
+def test_a_model_built_right_in_the_trainers_call_is_the_whole_model():
+    """`Trainer(model=PatchNet(), args=...)`: the Trainer trains it on its dataset's batches, so its
+    forward gets data; built inline, it is no part of anything (CKPT001 on the raw pixels)."""
+    body = """
+        from transformers import Trainer, TrainingArguments
+
+
+        class PatchNet(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = nn.Conv2d(3, 8, 4, 4)
+                self.head = nn.Linear(8, 2)
+
+            def forward(self, pixel_values, labels=None):
+                h = checkpoint(self.stem, pixel_values, use_reentrant=True)
+                return self.head(h.mean((2, 3)))
+
+
+        def main(data):
+            Trainer(model=PatchNet(), args=TrainingArguments("out"), train_dataset=data).train()
+    """
+    assert findings(body) == {(12, "CKPT001")}
