@@ -987,7 +987,13 @@ class _Summarizer:
             if stmt.orelse:
                 segments.append((["not", guard], stmt.orelse))
         if len(segments) <= 1 and not (segments and segments[0][0]):
-            return self.object_steps(method.body, params, methods=own, owner=owner, finetuning=finetuning)[0]
+            steps, instances = self.object_steps(method.body, params, track=True, methods=own, owner=owner, finetuning=finetuning)
+            # Objects the method builds (`model = AutoModel...from_pretrained(...)` in `Builder.build`):
+            # what it does to them, as for a top-level function's.
+            for ctor, built in instances:
+                if built:
+                    self.instance_freezes[instance_key(f"{owner.rsplit('.', 1)[-1]}.{method.name}", ctor)] = built
+            return steps
         steps: dict[str, list[FreezeStep]] = {p: [] for p in params}
         for guard, body in segments:
             for param, found in self.object_steps(body, params, methods=own, owner=owner, finetuning=finetuning)[0].items():

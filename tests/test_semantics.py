@@ -2588,3 +2588,29 @@ def test_a_model_built_right_in_the_trainers_call_is_the_whole_model():
             Trainer(model=PatchNet(), args=TrainingArguments("out"), train_dataset=data).train()
     """
     assert findings(body) == {(12, "CKPT001")}
+
+
+def test_what_a_method_does_to_the_model_it_builds_counts_like_a_functions():
+    """A builder class whose method loads a model, freezes its embeddings and switches on reentrant
+    checkpointing: the same facts as in a function (4.x: no input-grad hook, CKPT005 there); 5.x
+    hooks a token-id model's embedding output itself."""
+    body = """
+        from transformers import AutoModelForCausalLM
+
+
+        class Builder:
+            def build(self):
+                model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+                model.model.embed_tokens.requires_grad_(False)
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+                return model
+
+            def build_hooked(self):
+                model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+                model.model.embed_tokens.requires_grad_(False)
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+                model.enable_input_require_grads()
+                return model
+    """
+    assert findings(body, transformers="4.57") == {(9, "CKPT005")}
+    assert findings(body, transformers="5.23") == set()

@@ -82,9 +82,11 @@ class FrozenUpstreamReentrant(Rule):
         if ctor is None:
             return None
         held = HELD.fullmatch(receiver.origin) if isinstance(receiver, ModuleObject) and enclosing_class else None
-        # The top-level function the code is in; "" for module-level code (a `__main__` block).
+        # The top-level function the code is in ("Class.method" for a method); "" for module-level
+        # code (a `__main__` block).
         inside = enclosing_function or ""
-        function = inside[len(model.module) + 1 :].split(".", 1)[0] if inside.startswith(model.module + ".") else ""
+        path = inside[len(model.module) + 1 :].split(".") if inside.startswith(model.module + ".") else []
+        function = ".".join(path[:2]) if len(path) > 1 and model.index.class_(f"{model.module}.{path[0]}") else path[0] if path else ""
         holder_ctor = _constructor(receiver_holder[0]) if receiver_holder else None
         freezes: list[Optional[Freeze]]
         if held:
