@@ -2614,3 +2614,19 @@ def test_what_a_method_does_to_the_model_it_builds_counts_like_a_functions():
     """
     assert findings(body, transformers="4.57") == {(9, "CKPT005")}
     assert findings(body, transformers="5.23") == set()
+
+
+def test_caching_spelled_for_a_model_held_on_self():
+    """`self.model = from_pretrained(name, use_cache=True)` then checkpointing switched on for
+    `self.model` in the same `__init__`: as for a local variable (CKPT004 at the keyword)."""
+    body = """
+        from transformers import AutoModelForCausalLM
+
+
+        class Finetuner:
+            def __init__(self, name="Qwen/Qwen2.5-0.5B"):
+                self.model = AutoModelForCausalLM.from_pretrained(name, use_cache=True)
+                self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    """
+    assert findings(body) == {(7, "CKPT004")}
+    assert findings(body.replace("use_cache=True", "use_cache=False")) == set()

@@ -40,7 +40,7 @@ from ckptlint.model.held_models import HeldModels
 from ckptlint.model.hooks import HookFacts
 from ckptlint.model.hf_configs import CACHE, is_config, tracked_settings, with_setting
 from ckptlint.model.loop_iterations import LoopFacts, first_iteration_truth, loop_facts
-from ckptlint.model.model_states import apply_mode_effects, bind_model, set_flag, state_of
+from ckptlint.model.model_states import apply_mode_effects, bind_model, set_flag, spelled_key, state_of
 from ckptlint.model.scope import GRAD_ENABLED, GRAD_UNCHANGED, GradMark, Scope
 from ckptlint.model.shapes import (
     dotted, ends_with_return, free_names, is_main_guard, is_not_training, is_self, last_effects, leaves_the_iteration, module_gates, none_test, requires_training, training_test,
@@ -733,8 +733,9 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
             if isinstance(target.target, cst.Name) and self.scope.loop_assigned:
                 self.note_fresh(target.target.value, node.value, value)
             bind_model(self, target.target, node.value)
-            if isinstance(target.target, cst.Name) and isinstance(node.value, cst.Call):
-                self.note_cached_model(target.target.value, node.value, value)
+            key = spelled_key(target.target) if isinstance(node.value, cst.Call) else None
+            if key is not None:
+                self.note_cached_model(key, node.value, value)  # `model = ...` or `self.model = ...`
 
     def note_fresh(self, name: str, expression: cst.BaseExpression, value: Value) -> None:
         """In a loop body: whether `name` now holds a tensor made in this iteration from leaves only (a
