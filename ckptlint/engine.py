@@ -748,6 +748,7 @@ def _analyze_file(unit: _Unit, summary: ModuleSummary) -> tuple[str, dict]:
     resolver = Resolver(model, _MODELS.callers)
     model.sites = resolver.sites()
     model.value_in_region = resolver.in_region
+    model.resolved = resolver.value
     model.grad_free_checkpoints = grad_free_checkpoints(model, resolver)
     model.cache_uses.extend(handed_generates(model, resolver))
     result["unresolved"] = sum(not site.resolved for site in model.sites)

@@ -2630,3 +2630,41 @@ def test_caching_spelled_for_a_model_held_on_self():
     """
     assert findings(body) == {(7, "CKPT004")}
     assert findings(body.replace("use_cache=True", "use_cache=False")) == set()
+
+
+@pytest.mark.parametrize("attach", ["block.set_memory(feats)", "block.memory = feats"])
+def test_a_tensor_stashed_through_a_setter_method_reaches_the_reentrant_checkpoint(attach):
+    """A cross-attention block reads `self.memory`, which its own `set_memory(memory)` stores: the
+    caller's image features (which need grad) reach the reentrant checkpoint as an attribute, by
+    the setter or directly (the setter's own store, whose value is its callers', hid both)."""
+    body = f"""
+        class CrossBlock(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.q = nn.Linear(8, 8)
+                self.memory = None
+
+            def set_memory(self, memory):
+                self.memory = memory
+
+            def forward(self, x):
+                return x + self.q(x) * self.memory
+
+
+        class Captioner(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.vision = nn.Linear(8, 8)
+                self.blocks = nn.ModuleList([CrossBlock() for _ in range(2)])
+
+            def attach(self, feats):
+                for block in self.blocks:
+                    {attach}
+
+            def forward(self, pixels, h):
+                self.attach(self.vision(pixels))
+                for block in self.blocks:
+                    h = checkpoint(block, h, use_reentrant=True)
+                return h
+    """
+    assert findings(body) == {(28, "CKPT003")}

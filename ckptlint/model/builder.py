@@ -121,7 +121,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         self.sites: list[CheckpointSite] = []
         self.functions: dict[str, FunctionFacts] = {}
         self.lambdas: dict[int, FunctionFacts] = {}
-        self.runtime_attrs: dict[str, dict[str, tuple[cst.CSTNode, Value]]] = {}
+        # Class -> attribute -> every store on its objects at run time (`block.scores = scores`).
+        self.runtime_attrs: dict[str, dict[str, list[tuple[cst.CSTNode, Value]]]] = {}
         self.call_values: dict[int, Value] = {}
         self.cache_uses: list[CacheUse] = []
         # `set_checkpoint_early_stop(...)` is called here: the early stop of this file's checkpoints is not known.
@@ -603,12 +604,12 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
                 # The store's own target counts as a read; `+=` reads the old value.
                 fresh = not isinstance(statement, cst.AugAssign) and scope.facts.self_reads.get(attr, 0) <= 1
                 scope.facts.self_stores.append(SelfStore(attr, Effect(statement, f"stores `self.{attr}`"), value, fresh))
-                self.runtime_attrs.setdefault(scope.class_qualname, {}).setdefault(attr, (statement, value))
+                self.runtime_attrs.setdefault(scope.class_qualname, {}).setdefault(attr, []).append((statement, value))
             return
         stashed_on = self.evaluate(owner)
         if isinstance(stashed_on, ModuleObject) and scope.kind == "function":
             for cls in stashed_on.classes:
-                self.runtime_attrs.setdefault(cls, {}).setdefault(attr, (statement, value))
+                self.runtime_attrs.setdefault(cls, {}).setdefault(attr, []).append((statement, value))
 
     def note_self_setattr(self, node: cst.Call, callee: Value) -> None:
         """`setattr(self, "aux_loss", loss)` with a literal name is `self.aux_loss = loss`."""

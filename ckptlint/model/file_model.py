@@ -33,7 +33,7 @@ class FileModel:
     functions: dict[str, FunctionFacts]
     lambdas: dict[int, FunctionFacts]
     # Attributes assigned outside `__init__` (stashed at run time): class -> attr -> the store.
-    runtime_attrs: dict[str, dict[str, tuple[cst.CSTNode, Value]]]
+    runtime_attrs: dict[str, dict[str, list[tuple[cst.CSTNode, Value]]]]
     cache_uses: list[CacheUse] = field(default_factory=list)
     # Calls of project functions and modules made here, by the qualified name of the function run.
     calls: dict[str, list[CallRecord]] = field(default_factory=dict)
@@ -54,6 +54,8 @@ class FileModel:
     # What a value of a region's function holds there, once callers are known (set by the engine:
     # `summaries.Resolver.in_region`); unresolved, it is the value as the function's dataflow saw it.
     value_in_region: Callable[["RegionPart", Value], Value] = lambda part, value: value
+    # A value that depends on parameters, resolved from the project's calls (summaries.Resolver.value).
+    resolved: Callable[[Value], Value] = lambda value: value
     _regions: dict[int, "Region"] = field(default_factory=dict)
 
     def model_for(self, module: str, qualname: str) -> Optional["FileModel"]:
@@ -62,20 +64,21 @@ class FileModel:
             return self
         return self.models(module, qualname) or (self if module == self.module else None)
 
-    def stashed(self, cls: str, *others: "FileModel") -> dict[str, tuple[cst.CSTNode, Value]]:
-        """Attributes stored at run time on objects of `cls` (`block.scores = scores`), as this file,
-        the `others` and the methods of the class's own module that store on other modules (a block
-        handing routing scores to the blocks it holds) show them: attr -> the first store."""
+    def stashed(self, cls: str, *others: "FileModel") -> dict[str, list[tuple[cst.CSTNode, Value]]]:
+        """Attributes stored at run time on objects of `cls` (`block.scores = scores`, a setter
+        method's `self.memory = memory`), as this file, the `others` and the methods of the class's
+        own module that store on other modules (a block handing routing scores to the blocks it
+        holds) show them: attr -> every store, in that order."""
         holders = [self, *others]
         module, _ = self.index.split(cls)
         for block in module.blocks if module is not None else ():
             for member in block.members:
                 if member.stashes:
                     holders.append(self.models(module.name, f"{module.name}.{block.binds}.{member.name}"))
-        found: dict[str, tuple[cst.CSTNode, Value]] = {}
+        found: dict[str, list[tuple[cst.CSTNode, Value]]] = {}
         for holder in holders:
-            for attr, store in holder.runtime_attrs.get(cls, {}).items() if holder is not None else ():
-                found.setdefault(attr, store)
+            for attr, stores in holder.runtime_attrs.get(cls, {}).items() if holder is not None else ():
+                found.setdefault(attr, []).extend(stores)
         return found
 
     def region(self, site: CheckpointSite) -> "Region":

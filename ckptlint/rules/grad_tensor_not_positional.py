@@ -169,8 +169,10 @@ class GradTensorNotPositional(Rule):
             # Stored in this file (the model stashing on its blocks), in the part's, or by its class's module.
             stashed = model.stashed(part.owner_class, part.model) if read and part.owner_class else {}
             for attr in read:
-                store = stashed.get(attr)
-                if store is not None and needs_grad(store[1]):
+                # The store that hands it a tensor needing grad (`blk.set_memory(feats)`), not the
+                # setter's own `self.memory = memory`, whose value is its callers'.
+                store = next((s for s in stashed.get(attr, ()) if needs_grad(model.resolved(s[1]))), None)
+                if store is not None:
                     yield Diagnostic(
                         site.call,
                         f"`{part.facts.qualname}` reads `self.{attr}`, a tensor that needs grad stashed on the module at run "
