@@ -364,6 +364,10 @@ class ModuleSummary:
     constants: dict[str, object] = field(default_factory=dict)
     # Attributes of other modules assigned here, by qualified name: not constants there.
     module_stores: tuple[str, ...] = ()
+    # Builders (`builders`) whose object is built right by a constructor call that hands on their
+    # parameters: [the function's parameters, their literal defaults, what the call passes
+    # (`AttrBinding.arguments`, the function's parameters as "param")].
+    builder_calls: dict[str, list] = field(default_factory=dict)
     digest: str = field(default="", compare=False)
 
     def to_json_text(self) -> str:
@@ -412,6 +416,7 @@ class ModuleSummary:
             models=tuple(data["models"]),
             trains=data["trains"],
             builders=data["builders"],
+            builder_calls=data["builder_calls"],
             cache_builders=tuple(data["cache_builders"]),
             registry_facts=RegistryFacts(**data["registry_facts"]),
             hook_functions={name: HookSignature(**hook) for name, hook in data["hook_functions"].items()},
@@ -599,6 +604,7 @@ class _Summarizer:
         self.instance_freezes: dict[str, list[FreezeStep]] = {}
         self.param_freezes: dict[str, dict[str, list[FreezeStep]]] = {}
         self.builders: dict[str, str] = {}
+        self.builder_calls: dict[str, list] = {}
         self.cache_builders: list[str] = []
         self.constructions: dict[str, list[Optional[dict[str, list]]]] = {}
         for stmt in _module_level(tree.body):
@@ -623,7 +629,7 @@ class _Summarizer:
             tuple(self.cache_builders),
             scan_registries(self.module, tree, self.filled, set(self.imports), self.qualify, lambda node: _project_name(self, node)),
             hooks, registrars, self.mode_steps(tree), SITE_TEXT.search(source) is not None, self.constructions,
-            _constants(tree, source, self.filled), tuple(sorted(self.module_stores)),
+            _constants(tree, source, self.filled), tuple(sorted(self.module_stores)), self.builder_calls,
         )
 
     def mode_steps(self, tree: ast.Module) -> dict[str, dict]:
@@ -698,6 +704,10 @@ class _Summarizer:
         made = _built_as(body, returned) if function and returned else None
         if made is not None and (made_ctor := self.constructed(made)) is not None:
             self.builders[function] = made_ctor[0]
+            arguments = _call_arguments(made, frozenset(params)) if isinstance(made, ast.Call) and self.qualify(made.func) == made_ctor[0] else None
+            definition = self.function_nodes.get(function)
+            if arguments is not None and definition is not None and any(d[0] == "param" for d in arguments.values()):
+                self.builder_calls[function] = [*_signature(definition, skip_self=False), arguments]
         if function and _returns_cached_model(body, returned, made):
             self.cache_builders.append(function)
         for ctor, built in instances:
@@ -1764,8 +1774,8 @@ def _ordered_params(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> t
     return tuple(a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs))
 
 
-def _signature(init: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> tuple[tuple[str, ...], dict[str, Literal]]:
-    """`__init__`'s parameters after `self`, and their literal defaults."""
+def _signature(init: Union[ast.FunctionDef, ast.AsyncFunctionDef], skip_self: bool = True) -> tuple[tuple[str, ...], dict[str, Literal]]:
+    """`__init__`'s parameters after `self` (a function's: all of them), and their literal defaults."""
     arguments = init.args
     positional = [*arguments.posonlyargs, *arguments.args]
     defaults = dict(zip((a.arg for a in positional[len(positional) - len(arguments.defaults) :]), arguments.defaults))
@@ -1775,7 +1785,7 @@ def _signature(init: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> tuple[tupl
         known, value = literal(node)
         if known:
             literals[name] = value
-    return _ordered_params(init)[1:], literals
+    return _ordered_params(init)[1 if skip_self else 0 :], literals
 
 
 def _flags_set(method: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> dict[str, list]:
@@ -2528,6 +2538,13 @@ class ProjectIndex:
                 break
             found = function = built[2]
         return found
+
+    def builder_call(self, function: str) -> Optional[tuple[str, list]]:
+        """For a builder function that builds its object right in a constructor call handing on its
+        parameters: (the constructor, [parameters, literal defaults, what the call passes])."""
+        module, name = self.split(self.canonical(function))
+        found = module.builder_calls.get(name) if module is not None else None
+        return (module.builders[name], found) if found is not None else None
 
     def _built_by(self, function: str) -> Optional[tuple[str, str, str]]:
         """(the function, its module, the constructor of what it returns) for a project function that

@@ -2668,3 +2668,37 @@ def test_a_tensor_stashed_through_a_setter_method_reaches_the_reentrant_checkpoi
                 return h
     """
     assert findings(body) == {(28, "CKPT003")}
+
+
+@pytest.mark.parametrize(("built", "expected"), [("build_model(grad_ckpt=True)", {(24, "CKPT008")}), ("build_model()", set())])
+def test_a_builder_hands_its_arguments_to_the_constructor_it_calls(built, expected):
+    """`teacher = build_model(grad_ckpt=True)` of `def build_model(grad_ckpt=False): return
+    Mixer(grad_ckpt=grad_ckpt)`: the teacher is built with checkpointing on, so scoring it under
+    no_grad in train mode runs its checkpoints for nothing (CKPT008); the default leaves them off."""
+    body = f"""
+        class Mixer(nn.Module):
+            def __init__(self, grad_ckpt=False):
+                super().__init__()
+                self.grad_ckpt = grad_ckpt
+                self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
+
+            def forward(self, x):
+                for block in self.blocks:
+                    if self.grad_ckpt and self.training:
+                        x = checkpoint(block, x, use_reentrant=False)
+                    else:
+                        x = block(x)
+                return x
+
+
+        def build_model(grad_ckpt=False):
+            return Mixer(grad_ckpt=grad_ckpt)
+
+
+        def distill(student, x):
+            teacher = {built}
+            with torch.no_grad():
+                target = teacher(x)
+            return (student(x) - target).pow(2).mean()
+    """
+    assert findings(body) == expected

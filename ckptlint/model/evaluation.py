@@ -357,6 +357,9 @@ class Evaluation:
             in_tuple = self.handed_back_in_tuple(self.functions.get(func.qualname), node)
             if in_tuple is not None:
                 return in_tuple
+            built = self.built_by_builder(func.qualname, node)
+            if built is not None:
+                return built
             inputs = [self.evaluate(a.value) for a in node.args if not a.star]
             if any(isinstance(v, Tensor) for v in inputs):
                 # A tensor, but maybe a mask built from an input's shape: whether it needs grad is open.
@@ -377,6 +380,26 @@ class Evaluation:
                     return replace(returned, checkpoint=checkpoint)  # `config = tiny_config()`: a config built by a helper
                 return Instance(func.qualname, node, checkpoint=checkpoint)
         return self.loaded(func.qualname, node)
+
+    def built_by_builder(self, function: str, call: cst.Call) -> Optional[ModuleObject]:
+        """`build_model("mixer_b", grad_ckpt=True)` of a builder that returns `MLPMixer(grad_ckpt=
+        grad_ckpt)`: a model of that project class, built with what this call hands the builder's
+        parameters (their defaults when it hands nothing), so its flags are known here."""
+        found = self.index.builder_call(function)
+        if found is None or self.index.class_(found[0]) is None or any(a.star for a in call.args):
+            return None
+        ctor, (params, defaults, passed) = found
+        positional = [a for a in call.args if a.keyword is None]
+        keywords = {a.keyword.value: a for a in call.args if a.keyword is not None}
+
+        def handed(name: str) -> tuple:
+            arg = keywords.get(name) or (positional[params.index(name)] if params.index(name) < len(positional) else None)
+            if arg is not None:
+                return _described(self.evaluate(arg.value))
+            return ("const", defaults[name]) if name in defaults else ("?",)
+
+        arguments = tuple((key, handed(d[1]) if d[0] == "param" and d[1] in params else tuple(d)) for key, d in passed.items())
+        return ModuleObject((ctor,), code(call), arguments=arguments)
 
     def contained_classes(self, args: Sequence[cst.Arg]) -> tuple[str, ...]:
         """The classes of the modules a container is built from (a list, a comprehension, `*layers`),
