@@ -31,6 +31,9 @@ from ckptlint.site_text import SITE_TEXT, at_word_start
 GRAD_OFF_TEXT = re.compile(
     r"(?:^|(?<=\r))[ \t]*(?:async[ \t]+)?with\b[^\n:]*\b(?:no_grad|inference_mode|set_grad_enabled)\b|^@[\w.]*\b(?:no_grad|inference_mode)\b", re.MULTILINE
 )
+# A method decorated with it: counted only in a plain class (`class Evaluator:`, no bases), whose
+# methods are script code handed models, as module-level functions are.
+METHOD_GRAD_OFF_TEXT = re.compile(r"^[ \t]+@[\w.]*\b(?:no_grad|inference_mode)\b", re.MULTILINE)
 # Sampling from a model (CKPT004 when it trains with checkpointing on).
 GENERATE_TEXT = ".generate("
 # The definition of a step Lightning runs without grad (searched with `at_word_start`).
@@ -88,11 +91,12 @@ def can_matter(text: str, summary: ModuleSummary, index: ProjectIndex, settings:
     from a model a module with checkpoint text hands it?"""
     if _site_text(settings).search(text) is not None or checkpoint_names(summary, index, settings):
         return True
-    if may_switch_grad_off(text) and index.imports_checkpoint_text(summary.name):
+    grad_off = may_switch_grad_off(text) or bool(_plain_class_grad_off_lines(text, summary, index))
+    if grad_off and index.imports_checkpoint_text(summary.name):
         return True
     # A helper handed a model by a module that switches checkpointing on may run it without grad,
     # or sample from it (`def sample(policy, ids): return policy.generate(ids)`).
-    return (may_switch_grad_off(text) or GENERATE_TEXT in text) and index.imported_by_checkpoint_text(summary.name)
+    return (grad_off or GENERATE_TEXT in text) and index.imported_by_checkpoint_text(summary.name)
 
 
 def may_switch_grad_off(text: str) -> bool:
@@ -160,13 +164,28 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
         # The file matters only for the models it calls where autograd is off (`can_matter`): CKPT008
         # follows the models of functions and script code, not those a class keeps on attributes
         # (`self.model(x)`), so grad-off code in methods seeds nothing (in transformers it is weight
-        # initialisation and generation, whose classes pulled in half of such files).
-        grad_off_lines = [line for line in grad_off_lines if not _in_class(blocks, line)]
+        # initialisation and generation, whose classes pulled in half of such files); but for the
+        # decorated methods of plain classes, handed a model (`Evaluator(...).run(model)`).
+        grad_off_lines = [line for line in grad_off_lines if not _in_class(summary.blocks, line)]
     site_lines.extend(grad_off_lines)
+    site_lines.extend(_plain_class_grad_off_lines(text, summary, index))
     needed = _needed_blocks(summary, index, triggers, site_lines)
     # Inside a class, a checkpoint name is spotted by its text.
     site_lines.extend(bisect_right(starts, offset) for offset in _word_offsets(text, triggers))
     return _cut(text, summary, matches, needed, _unreached_members(summary, index, needed, site_lines, holder_lines))
+
+
+def _plain_class_grad_off_lines(text: str, summary: ModuleSummary, index: ProjectIndex) -> list[int]:
+    """The lines of METHOD_GRAD_OFF_TEXT in the plain classes of the module that no class derives
+    from (a mixin's methods run on the model it is mixed into: `self`, which CKPT008 leaves alone)."""
+    plain = [
+        b for b in summary.blocks
+        if b.members and (cls := summary.classes.get(b.binds)) is not None and not cls.bases and not index.subclasses(cls.qualname)
+    ]  # fmt: skip
+    if not plain or not any(word in text for word in GRAD_OFF_WORDS):
+        return []
+    lines = [text.count("\n", 0, match.start()) + 1 for match in METHOD_GRAD_OFF_TEXT.finditer(text)]
+    return [line for line in lines if any(b.start <= line <= b.end for b in plain)]
 
 
 def _in_class(blocks: list[Block], line: int) -> bool:

@@ -693,3 +693,51 @@ def test_a_flag_a_method_switches_on_gates_the_checkpoint_of_that_model(switch, 
     as timm and open_clip spell it), called on the model before it runs without grad (CKPT008)."""
     report = lint_text(FLAG_METHOD.format(switch=switch))
     assert bool([f for f in report.findings if f.code == "CKPT008"]) is reported
+
+
+EVALUATOR = '''
+import torch
+
+
+class {evaluator}:
+    def __init__(self, batches):
+        self.batches = batches
+
+    @torch.no_grad()
+    def run(self, model):
+        return sum(model(**batch).loss.item() for batch in self.batches)
+'''
+
+TRAINING = '''
+import torch
+from transformers import AutoModelForCausalLM
+
+from evaluator import Evaluator
+
+
+def main(batches):
+    model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B")
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    for batch in batches:
+        model(**batch).loss.backward()
+    print(Evaluator(batches).run(model))
+'''
+
+
+@pytest.mark.parametrize(("evaluator", "expected"), [("Evaluator", {("evaluator.py", 11, "CKPT008")}), ("Evaluator(Base)", set())])
+def test_a_plain_class_method_decorated_no_grad_runs_the_model_it_is_handed(project, evaluator, expected):
+    """`Evaluator(batches).run(model)` with `@torch.no_grad()` on the method, handed the training
+    model in train mode with checkpointing on: transformers checkpoints its layers for nothing
+    (CKPT008). A plain class's methods are script code; the methods of classes derived from others
+    (modules, mixins of models) are not searched for grad-free code unless a checkpoint is in view."""
+    import json
+
+    from click.testing import CliRunner
+
+    from ckptlint.cli import main
+
+    base = "\n\nclass Base:\n    pass\n" if "Base" in evaluator else ""
+    project({"evaluator.py": EVALUATOR.format(evaluator=evaluator) + base, "train.py": TRAINING})
+    result = CliRunner().invoke(main, [".", "--format", "json", "--no-cache"])
+    assert {(f["path"], f["line"], f["code"]) for f in json.loads(result.stdout)["findings"]} == expected
