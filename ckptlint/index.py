@@ -1253,6 +1253,15 @@ _FROZEN_TABLES = ("Embedding", "EmbeddingBag")
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
 
 
+def _frozen_parameter(value: ast.AST) -> bool:
+    """`nn.Parameter(data, requires_grad=False)`: a parameter made frozen (the keyword is the text
+    `may_freeze` looks for)."""
+    func = value.func if isinstance(value, ast.Call) else None
+    if (func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None) != "Parameter":
+        return False
+    return any(k.arg == "requires_grad" and literal(k.value) == (True, False) for k in value.keywords)  # type: ignore[union-attr]
+
+
 def _frozen_table(value: ast.AST) -> Optional[bool]:
     """For `nn.Embedding.from_pretrained(weights, ...)`: whether the table it builds is frozen
     (None: not such a call, or `freeze=` not a literal)."""
@@ -1409,6 +1418,8 @@ class _FreezeFacts:
             self.requires_grad(node.targets[0].value, node.value, node, node.lineno)
         elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Attribute) and _frozen_table(node.value) is not None:
             self.record(node.targets[0], _frozen_table(node.value), node.lineno)
+        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Attribute) and _frozen_parameter(node.value):
+            self.record(node.targets[0], True, node.lineno)  # `self.embed.weight = nn.Parameter(w, requires_grad=False)`
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             method = node.func.attr
             if method == "requires_grad_":

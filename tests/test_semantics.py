@@ -2702,3 +2702,27 @@ def test_a_builder_hands_its_arguments_to_the_constructor_it_calls(built, expect
             return (student(x) - target).pow(2).mean()
     """
     assert findings(body) == expected
+
+
+@pytest.mark.parametrize(("flag", "expected"), [("requires_grad=False", {(12, "CKPT005")}), ("requires_grad=True", set())])
+def test_an_embedding_weight_replaced_by_a_frozen_parameter_is_frozen(flag, expected):
+    """`self.embed.weight = nn.Parameter(vectors, requires_grad=False)`: pretrained vectors kept
+    fixed; the reentrant checkpoints behind the embedding get no input that requires grad."""
+    body = f"""
+        class TextCNN(nn.Module):
+            def __init__(self, vectors):
+                super().__init__()
+                self.embed = nn.Embedding(100, 8)
+                self.embed.weight = nn.Parameter(vectors, {flag})
+                self.convs = nn.ModuleList([nn.Conv1d(8, 8, 3, padding=1) for _ in range(2)])
+
+            def forward(self, ids):
+                h = self.embed(ids).transpose(1, 2)
+                for conv in self.convs:
+                    h = checkpoint(conv, h, use_reentrant=True)
+                return h
+
+
+        model = TextCNN(torch.randn(100, 8))
+    """
+    assert findings(body) == expected
