@@ -25,9 +25,11 @@ def option(call: cst.Call, evaluate: Callable[[cst.BaseExpression], Value]) -> O
     """(dest, value when the option is not passed) of `parser.add_argument(...)`; None when its
     destination is not spelled."""
     keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
-    flags = [evaluate(a.value) for a in call.args if a.keyword is None and not a.star]
+    if any(a.star for a in call.args):
+        return None  # `add_argument(*flags, ...)`: which option it is is not spelled
+    flags = [evaluate(a.value) for a in call.args if a.keyword is None]
     names = [f.value for f in flags if isinstance(f, Const) and isinstance(f.value, str)]
-    if len(names) != len(flags) or not names and "dest" not in keywords:
+    if not names or len(names) != len(flags):
         return None
     if "dest" in keywords:
         dest = evaluate(keywords["dest"])
