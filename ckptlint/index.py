@@ -368,6 +368,9 @@ class ModuleSummary:
     # parameters: [the function's parameters, their literal defaults, what the call passes
     # (`AttrBinding.arguments`, the function's parameters as "param")].
     builder_calls: dict[str, list] = field(default_factory=dict)
+    # Decorators defined here that run the function they wrap with grad off (`def no_grad_eval(fn):
+    # def wrapper(*a, **k): with torch.no_grad(): return fn(*a, **k)`; `return wrapper`).
+    grad_off_decorators: tuple[str, ...] = ()
     digest: str = field(default="", compare=False)
 
     def to_json_text(self) -> str:
@@ -417,6 +420,7 @@ class ModuleSummary:
             trains=data["trains"],
             builders=data["builders"],
             builder_calls=data["builder_calls"],
+            grad_off_decorators=tuple(data["grad_off_decorators"]),
             cache_builders=tuple(data["cache_builders"]),
             registry_facts=RegistryFacts(**data["registry_facts"]),
             hook_functions={name: HookSignature(**hook) for name, hook in data["hook_functions"].items()},
@@ -630,7 +634,36 @@ class _Summarizer:
             scan_registries(self.module, tree, self.filled, set(self.imports), self.qualify, lambda node: _project_name(self, node)),
             hooks, registrars, self.mode_steps(tree), SITE_TEXT.search(source) is not None, self.constructions,
             _constants(tree, source, self.filled), tuple(sorted(self.module_stores)), self.builder_calls,
+            self.grad_off_decorators(tree) if "no_grad" in source or "inference_mode" in source else (),
         )
+
+    def grad_off_decorators(self, tree: ast.Module) -> tuple[str, ...]:
+        """`ModuleSummary.grad_off_decorators`: module-level `def deco(fn)` returning a function it
+        defines that calls `fn` inside `with torch.no_grad():` (or is itself decorated with it)."""
+        found = []
+        for function in _module_level(tree.body):
+            if not isinstance(function, ast.FunctionDef) or not function.args.args:
+                continue
+            wrapped = function.args.args[0].arg
+            returned = _returned_name(function.body)
+            inner = next((s for s in function.body if isinstance(s, ast.FunctionDef) and s.name == returned), None)
+            if inner is not None and self.runs_without_grad(inner, wrapped):
+                found.append(function.name)
+        return tuple(found)
+
+    def runs_without_grad(self, inner: ast.FunctionDef, wrapped: str) -> bool:
+        """Whether every call of `inner` calls `wrapped` with grad off."""
+        if any(self.qualify(d.func if isinstance(d, ast.Call) else d) in _NO_GRAD for d in inner.decorator_list):
+            return True
+        for statement in inner.body:
+            calls = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == wrapped for n in ast.walk(statement))
+            if isinstance(statement, ast.With) and any(
+                isinstance(item.context_expr, ast.Call) and self.qualify(item.context_expr.func) in _NO_GRAD for item in statement.items
+            ):
+                return calls
+            if calls:
+                return False  # called with grad on first
+        return False
 
     def mode_steps(self, tree: ast.Module) -> dict[str, dict]:
         """`ModuleSummary.mode_steps` of the module's functions and of its classes' methods."""
@@ -2704,6 +2737,11 @@ class ProjectIndex:
         if found is not None:
             self.cited.add(found[0])
         return found
+
+    def runs_without_grad(self, decorator: str) -> bool:
+        """Whether `decorator` (qualified) is a project decorator in `ModuleSummary.grad_off_decorators`."""
+        module, name = self.split(self.canonical(decorator))
+        return module is not None and name in module.grad_off_decorators
 
     def hook_signature(self, qualname: str) -> Optional[HookSignature]:
         """How torch calls the function `qualname`, if some file registers it as a module hook."""

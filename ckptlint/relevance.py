@@ -91,7 +91,7 @@ def can_matter(text: str, summary: ModuleSummary, index: ProjectIndex, settings:
     from a model a module with checkpoint text hands it?"""
     if _site_text(settings).search(text) is not None or checkpoint_names(summary, index, settings):
         return True
-    grad_off = may_switch_grad_off(text) or bool(_plain_class_grad_off_lines(text, summary, index))
+    grad_off = may_switch_grad_off(text) or bool(_plain_class_grad_off_lines(text, summary, index)) or bool(_grad_off_decorator_names(summary, index))
     if grad_off and index.imports_checkpoint_text(summary.name):
         return True
     # A helper handed a model by a module that switches checkpointing on may run it without grad,
@@ -169,10 +169,17 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
         grad_off_lines = [line for line in grad_off_lines if not _in_class(summary.blocks, line)]
     site_lines.extend(grad_off_lines)
     site_lines.extend(_plain_class_grad_off_lines(text, summary, index))
+    site_lines.extend(bisect_right(starts, offset) for offset in _word_offsets(text, _grad_off_decorator_names(summary, index)))
     needed = _needed_blocks(summary, index, triggers, site_lines)
     # Inside a class, a checkpoint name is spotted by its text.
     site_lines.extend(bisect_right(starts, offset) for offset in _word_offsets(text, triggers))
     return _cut(text, summary, matches, needed, _unreached_members(summary, index, needed, site_lines, holder_lines))
+
+
+def _grad_off_decorator_names(summary: ModuleSummary, index: ProjectIndex) -> set[str]:
+    """The names this module binds to project decorators that run what they wrap with grad off."""
+    names = {name for name, target in summary.imports.items() if index.runs_without_grad(target)}
+    return names | set(summary.grad_off_decorators)
 
 
 def _plain_class_grad_off_lines(text: str, summary: ModuleSummary, index: ProjectIndex) -> list[int]:

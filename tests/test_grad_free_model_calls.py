@@ -741,3 +741,72 @@ def test_a_plain_class_method_decorated_no_grad_runs_the_model_it_is_handed(proj
     project({"evaluator.py": EVALUATOR.format(evaluator=evaluator) + base, "train.py": TRAINING})
     result = CliRunner().invoke(main, [".", "--format", "json", "--no-cache"])
     assert {(f["path"], f["line"], f["code"]) for f in json.loads(result.stdout)["findings"]} == expected
+
+
+DECORATORS = '''
+import functools
+
+import torch
+
+
+def no_grad_eval(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with torch.no_grad():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def timed(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return wrapper
+'''
+
+DECORATED_EVALUATION = '''
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+from utils import {decorator}
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = checkpoint(block, x, use_reentrant=False)
+        return x
+
+
+@{decorator}
+def evaluate(model, batches):
+    return [model(x).sum().item() for x in batches]
+
+
+def main(batches):
+    model = Net()
+    model(batches[0]).sum().backward()
+    return evaluate(model, batches)
+'''
+
+
+@pytest.mark.parametrize(("decorator", "expected"), [("no_grad_eval", {("train.py", 22, "CKPT008")}), ("timed", set())])
+def test_a_project_decorator_that_runs_the_function_without_grad(project, decorator, expected):
+    """`@no_grad_eval` from the project's utils wraps the evaluation in `with torch.no_grad():`: the
+    model's unconditional checkpoints run there for nothing (CKPT008); `@timed` leaves grad on."""
+    import json
+
+    from click.testing import CliRunner
+
+    from ckptlint.cli import main
+
+    project({"utils.py": DECORATORS, "train.py": DECORATED_EVALUATION.format(decorator=decorator)})
+    result = CliRunner().invoke(main, [".", "--format", "json", "--no-cache"])
+    assert {(f["path"], f["line"], f["code"]) for f in json.loads(result.stdout)["findings"]} == expected

@@ -533,6 +533,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
             return GRAD_ENABLED if mode == Const(True) else GRAD_UNCHANGED
         if name in ENABLE_GRAD:
             return GRAD_ENABLED
+        if as_decorator and call is None and self.index.runs_without_grad(name):
+            return GradContext(f"@{name.rsplit('.', 1)[-1]} (runs it under torch.no_grad())", node)  # a project decorator
         return GRAD_UNCHANGED
 
     # --- bindings ----------------------------------------------------------------------------
