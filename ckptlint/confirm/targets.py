@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Optional, Sequence, Union
@@ -251,6 +251,15 @@ def _class_target(
     path: str, facts: _FileFacts, cls: ast.ClassDef, chain: list[ast.AST], registered: set[str]
 ) -> Union[Target, Unrunnable]:
     inner = chain[1] if len(chain) > 1 else None
+    if _plain_class(cls) and cls.name not in registered:
+        # A mixin's method runs on the modules that derive from it (`class MoELayer(AuxLossMixin,
+        # nn.Module)`): run one of those, in this file or in another of the project.
+        deriving = _deriving_class(path, facts, cls.name)
+        if deriving is not None:
+            file, file_facts, name = deriving
+            target = _class_target(file, file_facts, file_facts.classes[name], [file_facts.classes[name]], registered)
+            if isinstance(target, Target):
+                return replace(target, via=f"{name} derives from {cls.name}" + (f"; {target.via}" if target.via else ""))
     if _plain_class(cls) and isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and inner.name != "__init__":
         # A method of a class that is no module (a trainer holding its models): run like a function
         # of the object and the method's arguments, which an example builds.
@@ -357,6 +366,24 @@ def _builder_elsewhere(path: str, name: str, seen: set[str]) -> Optional[tuple[s
         if _checkpoints(candidate[1].classes[candidate[2]]):
             return candidate
     return candidates[0] if candidates else None
+
+
+def _deriving_class(path: str, facts: _FileFacts, name: str) -> Optional[tuple[str, _FileFacts, str]]:
+    """A class deriving from `name` that is (or derives from) something else too (a module, not
+    another mixin): in `path` first, else in another project file importing it."""
+    def deriving(file_facts: _FileFacts) -> Optional[str]:
+        return next((c for c, node in file_facts.classes.items() if len(node.bases) > 1 and any(isinstance(b, ast.Name) and b.id == name for b in node.bases)), None)
+
+    found = deriving(facts)
+    if found is not None:
+        return path, facts, found
+    module, package = Path(path).stem, Path(path).parent.name
+    for file in project_files(path):
+        file = os.path.abspath(file)
+        other = _file_facts(file) if file != path and name in text_of(file) else None
+        if other is not None and _imports_from(other.tree, name, file, module, package, os.path.dirname(path)) and (found := deriving(other)):
+            return file, other, found
+    return None
 
 
 def _imports_from(tree: ast.Module, name: str, file: str, module: str, package: str, folder: str) -> bool:

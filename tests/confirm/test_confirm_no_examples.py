@@ -600,3 +600,65 @@ def test_an_escape_is_not_confirmed_by_the_failure_its_inputs_cause(tmp_path):
     confirmation = confirm_all([found], examples=[])[found]
     assert confirmation.verdict != "confirmed", confirmation
     assert not any("does not require grad" in line and "with checkpointing" in line for line in confirmation.evidence), confirmation.evidence
+
+
+AUX_MIXIN = """import torch
+
+
+class AuxLossMixin:
+    def add_aux_loss(self, loss):
+        self.aux_loss = loss
+"""
+
+MIXED_MOE = """import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+from aux_mixin import AuxLossMixin
+
+
+class MoELayer(AuxLossMixin, nn.Module):
+    def __init__(self, dim=8):
+        super().__init__()
+        self.router = nn.Linear(dim, 2)
+        self.experts = nn.ModuleList([nn.Linear(dim, dim) for _ in range(2)])
+
+    def _inner(self, x):
+        probs = self.router(x).softmax(-1)
+        self.add_aux_loss(probs.mean(0).pow(2).sum())
+        return sum(p.unsqueeze(-1) * e(x) for p, e in zip(probs.unbind(-1), self.experts))
+
+    def forward(self, x):
+        return checkpoint(self._inner, x, use_reentrant=True)
+
+
+class MoEModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(4, 8)
+        self.layers = nn.ModuleList([MoELayer() for _ in range(2)])
+
+    def forward(self, x):
+        h = self.embed(x)
+        for layer in self.layers:
+            h = h + layer(h)
+        return h
+
+
+if __name__ == "__main__":
+    model = MoEModel()
+    out = model(torch.randn(3, 4))
+    (out.sum() + sum(layer.aux_loss for layer in model.layers)).backward()
+"""
+
+
+def test_a_finding_in_a_mixin_runs_the_module_that_derives_from_it(tmp_path):
+    """The escape is written in a mixin of another file (`self.aux_loss = loss`), which is no module:
+    the target is the module deriving from it (and the model building that), as its script runs it."""
+    (tmp_path / "aux_mixin.py").write_text(AUX_MIXIN)
+    (tmp_path / "moe.py").write_text(MIXED_MOE)
+    path = tmp_path / "aux_mixin.py"
+    found = finding(path, line_in(path, "AuxLossMixin", "self.aux_loss = loss"), "CKPT007")
+    confirmation = confirm_all([found], examples=[])[found]
+    assert confirmation.verdict == "confirmed", confirmation
+    assert any("MoELayer derives from AuxLossMixin" in line for line in confirmation.evidence), confirmation.evidence
