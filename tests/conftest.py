@@ -17,6 +17,24 @@ FIXTURES = ROOT / "fixtures"
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>[A-Z0-9, ]+)")
 
 
+# A model that checkpoints each of its two blocks (non-reentrant), for scripts the tests write.
+TOWER_SOURCE = """import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Tower(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = checkpoint(block, x, use_reentrant=False)
+        return x
+"""
+
+
 def lint_text(source: str, filename: str = "example.py", *, torch: str = "2.13", transformers: str = "5.23", settings: Optional[Settings] = None) -> LintReport:
     """Lint one in-memory file the way `ckptlint - --stdin-filename NAME` does."""
     settings = settings or Settings()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from conftest import lint_text
+from conftest import TOWER_SOURCE, lint_text
 
 LIGHTNING = '''
 from lightning import LightningModule
@@ -766,23 +766,8 @@ def timed(fn):
     return wrapper
 '''
 
-DECORATED_EVALUATION = '''
-import torch
-import torch.nn as nn
-from torch.utils.checkpoint import checkpoint
-
+DECORATED_EVALUATION = TOWER_SOURCE + '''
 from utils import {decorator}
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
-
-    def forward(self, x):
-        for block in self.blocks:
-            x = checkpoint(block, x, use_reentrant=False)
-        return x
 
 
 @{decorator}
@@ -791,13 +776,13 @@ def evaluate(model, batches):
 
 
 def main(batches):
-    model = Net()
+    model = Tower()
     model(batches[0]).sum().backward()
     return evaluate(model, batches)
 '''
 
 
-@pytest.mark.parametrize(("decorator", "expected"), [("no_grad_eval", {("train.py", 22, "CKPT008")}), ("timed", set())])
+@pytest.mark.parametrize(("decorator", "expected"), [("no_grad_eval", {("train.py", 21, "CKPT008")}), ("timed", set())])
 def test_a_project_decorator_that_runs_the_function_without_grad(project, decorator, expected):
     """`@no_grad_eval` from the project's utils wraps the evaluation in `with torch.no_grad():`: the
     model's unconditional checkpoints run there for nothing (CKPT008); `@timed` leaves grad on."""

@@ -12,6 +12,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 from confirm_helpers import confirm_all, finding, line_in
+from conftest import TOWER_SOURCE
 
 from ckptlint.cli import main
 
@@ -469,21 +470,7 @@ def test_a_finding_about_transformers_defaults_is_not_judged_on_an_installed_ver
     assert "all equal" in confirmation["evidence"][1]
 
 
-TOWER = '''import torch
-from torch import nn
-from torch.utils.checkpoint import checkpoint
-
-
-class Tower(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
-
-    def forward(self, x):
-        for block in self.blocks:
-            x = checkpoint(block, x, use_reentrant=False)
-        return x
-'''
+TOWER = TOWER_SOURCE
 
 GRAD_FREE_SCRIPT = TOWER + '''
 
