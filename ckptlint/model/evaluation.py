@@ -233,9 +233,9 @@ class Evaluation:
             if registered is not None:
                 return registered  # `MODELS[name]`: one of the classes the registry holds
             whole = self.evaluate(node.value)
-            index = _literal_index(node)
-            if isinstance(whole, Items) and index is not None and -len(whole.values) <= index < len(whole.values):
-                return whole.values[index]  # `parser.parse_known_args()[0]`, `pair[1]`
+            index = _literal_index(node) if isinstance(whole, Items) else None
+            if index is not None and -len(whole.values) <= index < len(whole.values):  # type: ignore[union-attr]
+                return whole.values[index]  # type: ignore[union-attr]  # `parser.parse_known_args()[0]`, `pair[1]`
             return element_of(whole)
         if branch is cst.BinaryOperation:
             return join_grad([self.evaluate(node.left), self.evaluate(node.right)], Spelling("`{}`", node))
