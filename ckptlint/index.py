@@ -647,11 +647,11 @@ class _Summarizer:
             wrapped = function.args.args[0].arg
             returned = _returned_name(function.body)
             inner = next((s for s in function.body if isinstance(s, ast.FunctionDef) and s.name == returned), None)
-            if inner is not None and self.runs_without_grad(inner, wrapped):
+            if inner is not None and self.wraps_without_grad(inner, wrapped):
                 found.append(function.name)
         return tuple(found)
 
-    def runs_without_grad(self, inner: ast.FunctionDef, wrapped: str) -> bool:
+    def wraps_without_grad(self, inner: ast.FunctionDef, wrapped: str) -> bool:
         """Whether every call of `inner` calls `wrapped` with grad off."""
         if any(self.qualify(d.func if isinstance(d, ast.Call) else d) in _NO_GRAD for d in inner.decorator_list):
             return True
