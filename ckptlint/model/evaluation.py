@@ -134,12 +134,17 @@ def _called_method(call: cst.Call) -> Optional[str]:
 def _passed(function: FunctionFacts, call: cst.Call, param: str) -> tuple[bool, Optional[cst.BaseExpression]]:
     """(known, the expression `call` passes for `param` of a module-level `function`, None when it
     is not passed); not known behind `*args`/`**kwargs`."""
+    return _passed_to(function.params, function.keyword_only, call, param)
+
+
+def _passed_to(params: Sequence[str], keyword_only: Sequence[str], call: cst.Call, param: str) -> tuple[bool, Optional[cst.BaseExpression]]:
+    """`_passed` for a function known by its parameters (in order) and its keyword-only ones."""
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == param:
             return True, arg.value
-    index = function.params.index(param)
+    index = params.index(param)
     positional = [a for a in call.args if a.keyword is None and not a.star]
-    if any(a.star for a in call.args) or param in function.keyword_only:
+    if any(a.star for a in call.args) or param in keyword_only:
         return not any(a.star for a in call.args), None
     return True, positional[index].value if index < len(positional) else None
 
@@ -389,13 +394,11 @@ class Evaluation:
         if found is None or self.index.class_(found[0]) is None or any(a.star for a in call.args):
             return None
         ctor, (params, defaults, passed) = found
-        positional = [a for a in call.args if a.keyword is None]
-        keywords = {a.keyword.value: a for a in call.args if a.keyword is not None}
 
         def handed(name: str) -> tuple:
-            arg = keywords.get(name) or (positional[params.index(name)] if params.index(name) < len(positional) else None)
-            if arg is not None:
-                return _described(self.evaluate(arg.value))
+            _, expression = _passed_to(params, (), call, name)
+            if expression is not None:
+                return _described(self.evaluate(expression))
             return ("const", defaults[name]) if name in defaults else ("?",)
 
         arguments = tuple((key, handed(d[1]) if d[0] == "param" and d[1] in params else tuple(d)) for key, d in passed.items())
