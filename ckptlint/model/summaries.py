@@ -22,7 +22,6 @@ from ckptlint.model.sites import ApiKind, CallRecord, CheckpointSite, FlagStatus
 from ckptlint.model.modes import hf_kwargs_mode
 from ckptlint.versions import torch_default_reentrant, transformers_default_reentrant
 from ckptlint.model.values import (
-    CHECKPOINT_ARGUMENTS,
     SYMBOLIC,
     UNKNOWN,
     AttributeOf,
@@ -45,6 +44,7 @@ from ckptlint.model.values import (
     Tensor,
     Unknown,
     Value,
+    checkpoint_argument,
     defaulted,
     element_of,
     grad_on_some_path,
@@ -173,11 +173,11 @@ class Resolver:
     def loaded_by_init(self, module: ModuleObject) -> dict:
         """`self.model = AutoModel...from_pretrained(name)` in an `__init__` handed `name`: the held
         model with the name every construction of the class passes."""
-        arguments = dict(module.arguments or ())
-        key = next((k for k in CHECKPOINT_ARGUMENTS if k in arguments), None)
-        if key is None or arguments[key][0] != "param":
+        found = checkpoint_argument(module)
+        if found is None or found[1][0] != "param":
             return {}
-        named = self.built_with(module).get(arguments[key][1])
+        key, param = found[0], found[1][1]
+        named = self.built_with(module).get(param)
         if named is None or not isinstance(named.value, str):
             return {}
         return {"receiver": replace(module, arguments=tuple((k, ("const", named.value) if k == key else d) for k, d in module.arguments or ()))}

@@ -176,7 +176,16 @@ class Instance:
 
 
 # The keys an argument description (ModuleObject.arguments) gives the name `from_pretrained` loads.
-CHECKPOINT_ARGUMENTS = ("pretrained_model_name_or_path", "#0")
+_CHECKPOINT_ARGUMENTS = ("pretrained_model_name_or_path", "#0")
+
+
+def checkpoint_argument(module: "ModuleObject") -> Optional[tuple[str, tuple]]:
+    """(key, description) of the name handed to the `from_pretrained` that built `module`, as its
+    arguments describe it; None when the module was built otherwise or the name is not passed."""
+    if len(module.classes) != 1 or not module.classes[0].endswith(".from_pretrained"):
+        return None
+    arguments = dict(module.arguments or ())
+    return next(((key, tuple(arguments[key])) for key in _CHECKPOINT_ARGUMENTS if key in arguments), None)
 
 
 def loaded_checkpoint(value: "Value") -> Optional[str]:
@@ -185,11 +194,9 @@ def loaded_checkpoint(value: "Value") -> Optional[str]:
     given (`self.model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")`)."""
     if isinstance(value, Instance):
         return value.checkpoint
-    if isinstance(value, ModuleObject) and len(value.classes) == 1 and value.classes[0].endswith(".from_pretrained"):
-        arguments = dict(value.arguments or ())
-        described = next((arguments[k] for k in CHECKPOINT_ARGUMENTS if k in arguments), None)
-        if described is not None and described[0] == "const" and isinstance(described[1], str):
-            return described[1]
+    found = checkpoint_argument(value) if isinstance(value, ModuleObject) else None
+    if found is not None and found[1][0] == "const" and isinstance(found[1][1], str):
+        return found[1][1]
     return None
 
 
