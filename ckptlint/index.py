@@ -744,7 +744,9 @@ class _Summarizer:
         if function and _returns_cached_model(body, returned, made):
             self.cache_builders.append(function)
         for ctor, built in instances:
-            if built:
+            # An object a project function built, even with nothing done to it here: the function
+            # may be a builder that froze it (`model = build_model()` then training it).
+            if built or _function_like(ctor) and ctor not in KNOWN_APIS and not ctor.startswith(_NOT_WRAPPERS):
                 self.instance_freezes[instance_key(function, ctor)] = built
 
     def object_steps(
@@ -901,16 +903,15 @@ class _Summarizer:
                     steps[arg.id].append(FreezeStep(callee=callee, slot=slot, member=member))
 
     def handed_new(self, call: ast.Call) -> Iterator[tuple[str, list[FreezeStep]]]:
-        """Objects built right in the arguments of a project class's construction (`Runner(Net())`):
-        the class holds them (see `call_steps`)."""
+        """Objects built right in the arguments of a call (`Trainer(model=build_model())`); a project
+        class's construction (`Runner(Net())`) holds them (see `call_steps`)."""
         callee = self.project_callee(call.func)
-        if callee is None or _function_like(callee) or not self.in_this_package(callee):
-            return
+        holder = callee if callee is not None and not _function_like(callee) and self.in_this_package(callee) else None
         handed = [(str(i), a) for i, a in enumerate(call.args)] + [(k.arg, k.value) for k in call.keywords if k.arg]
         for slot, arg in handed:
             made = self.constructed(arg) if type(arg) is ast.Call else None
             if made is not None:
-                yield made[0], [*made[1], FreezeStep(callee=callee, slot=slot)]
+                yield made[0], [*made[1], *([FreezeStep(callee=holder, slot=slot)] if holder else [])]
 
     def in_this_package(self, qualname: str) -> bool:
         """Defined in the top-level package of this module (a project class, not a library's)."""

@@ -127,3 +127,46 @@ def test_helpers_imported_from_another_module_of_the_project(project, paths):
     assert {(f["path"], f["line"], f["code"]) for f in findings} == {("pkg/train.py", 9, "CKPT005")}
     # The freezing is written in the helper's file: the message says which file.
     assert "are frozen (pkg/helpers.py:" in findings[0]["message"], findings[0]["message"]
+
+
+BUILDERS = '''
+from transformers import Trainer, TrainingArguments, ViTConfig, ViTForImageClassification
+
+
+def build_frozen():
+    model = ViTForImageClassification(ViTConfig(image_size=8, patch_size=4, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32))
+    model.vit.embeddings.requires_grad_(False)
+    return model
+
+
+def build_hooked():
+    model = ViTForImageClassification(ViTConfig(image_size=8, patch_size=4, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32))
+    model.vit.embeddings.requires_grad_(False)
+    model.enable_input_require_grads()
+    return model
+
+
+def main():
+{body}
+'''
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        # The caller does nothing but use what the builder froze.
+        ("model = build_frozen()\nmodel.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': True})\n", {(2, "CKPT005")}),
+        ("model = build_frozen()\nargs = TrainingArguments('out', gradient_checkpointing=True)\nTrainer(model=model, args=args).train()\n", {(2, "CKPT005")}),
+        ("args = TrainingArguments('out', gradient_checkpointing=True)\nTrainer(model=build_frozen(), args=args).train()\n", {(1, "CKPT005")}),
+        # The builder hooked the embedding output; or checkpointing is not reentrant.
+        ("args = TrainingArguments('out', gradient_checkpointing=True)\nTrainer(model=build_hooked(), args=args).train()\n", set()),
+        ("model = build_hooked()\nmodel.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': True})\n", set()),
+        ("model = build_frozen()\nmodel.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})\n", set()),
+    ],
+)
+def test_a_builder_freezes_the_model_its_caller_only_trains(body, expected):
+    source = BUILDERS.format(body=textwrap.indent(body, "    "))
+    start = source.count("\n", 0, source.index("def main():")) + 1
+    report = lint_text(source, transformers="4.57")
+    assert report.errors == []
+    assert {(f.line - start, f.code) for f in report.findings if f.code == "CKPT005"} == expected

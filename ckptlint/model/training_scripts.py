@@ -227,7 +227,7 @@ class TrainingScriptFacts:
         positional = [a.value for a in node.args if a.keyword is None and not a.star]
         arguments = {**dict(zip(("model", "args"), positional)), **{a.keyword.value: a.value for a in node.args if a.keyword}}
         model, args = arguments.get("model"), arguments.get("args")
-        if not isinstance(model, cst.Name) or args is None:
+        if not isinstance(model, (cst.Name, cst.Call)) or args is None:
             return None
         training = self.evaluate(args)
         if isinstance(training, Instance) and training.ctor in self.functions:
@@ -235,6 +235,11 @@ class TrainingScriptFacts:
         site = next((s for s in self.sites if s.kind is ApiKind.HF_TRAINING_ARGS and isinstance(training, Instance) and s.call is training.node), None)
         if site is None:
             return None
+        if site.receiver is None:
+            function_scope = next((s for s in reversed(self.scopes) if s.kind == "function"), None)
+            site.receiver, site.trainer_function = self.evaluate(model), function_scope.qualname if function_scope else None
+        if isinstance(model, cst.Call):
+            return None  # `Trainer(model=build_model(), ...)`: no name for later code to use it by
         self.scope.checkpointed_models.setdefault(model.value, site.call)
         if trainer_sets_use_cache(self.versions.transformers):
             # The Trainer replaces the config's `use_cache` with its arguments' (False unless they say so).
@@ -242,7 +247,4 @@ class TrainingScriptFacts:
             setting = next((a for a in site.call.args if a.keyword and a.keyword.value == "use_cache"), None) if isinstance(site.call, cst.Call) else None
             if setting is not None and self.evaluate(setting.value) == Const(True):
                 self.spell_cache(model.value, setting, "use_cache")
-        if site.receiver is None:
-            function_scope = next((s for s in reversed(self.scopes) if s.kind == "function"), None)
-            site.receiver, site.trainer_function = self.evaluate(model), function_scope.qualname if function_scope else None
         return model.value

@@ -102,6 +102,7 @@ EVIDENCE = {
     ("hf_loaders.py", 29, "CKPT005"): [r"element 0 of tensors does not require grad", r"ran the model built by tune_queries\(\)", r"target chosen because tune_queries calls load_with_vectors"],
     ("hf_vision_adapters.py", 128, "CKPT005"): [r"element 0 of tensors does not require grad", r"pixel_values=float32\[2, 3, 8, 8\]"],
     ("hf_trainer.py", 31, "CKPT005"): [r"element 0 of tensors does not require grad", r"ran fine_tune_reentrant with example trainer_call\(\)"],
+    ("hf_trainer.py", 92, "CKPT005"): [r"element 0 of tensors does not require grad", r"ran fine_tune_built_reentrant with example trainer_call\(\)"],
     ("hf_vision_adapters.py", 139, "CKPT005"): [r"element 0 of tensors does not require grad"],
     ("hf_vision_adapters.py", 249, "CKPT005"): [r"element 0 of tensors does not require grad"],
     ("peft_order.py", 44, "CKPT005"): [r"element 0 of tensors does not require grad", r"built by vit_wrapped_then_enabled\(\) on pixel_values=float32\[2, 3, 8, 8\]"],
@@ -315,6 +316,7 @@ LOOK_ALIKES = [
     ("hf_vision_adapters.py", "build_reentrant_with_input_grads", "gradient_checkpointing_enable(", "CKPT005"),
     *(("hf_trainer.py", name, "TrainingArguments(", "CKPT005") for name in (
         "fine_tune_default", "fine_tune_reentrant_with_input_grads", "fine_tune_reentrant_unfrozen", "fine_tune_without_checkpointing",
+        "fine_tune_built_with_input_grads",
     )),
     ("hf_vision_adapters.py", "build_default", "gradient_checkpointing_enable(", "CKPT005"),
     ("hf_clip_vision.py", "build_last_layer_tuning_with_input_grads", "gradient_checkpointing_enable(", "CKPT005"),

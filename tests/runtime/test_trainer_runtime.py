@@ -25,14 +25,17 @@ def query_weight(model):
     return model.vit.layers[0].attention.q_proj.weight
 
 
-def test_reentrant_trainer_on_frozen_vision_model_fails(tmp_path):
+@pytest.mark.parametrize("fine_tune", ["fine_tune_reentrant", "fine_tune_built_reentrant"])
+def test_reentrant_trainer_on_frozen_vision_model_fails(fine_tune, tmp_path):
+    """Frozen where the Trainer is built, or by the builder that returns the model."""
     torch.manual_seed(0)
     with pytest.raises(RuntimeError, match=ELEMENT_0):
-        fx.fine_tune_reentrant(fx.make_dataset(), str(tmp_path))
+        getattr(fx, fine_tune)(fx.make_dataset(), str(tmp_path))
 
 
 @pytest.mark.parametrize(
-    "fine_tune", ["fine_tune_without_checkpointing", "fine_tune_default", "fine_tune_reentrant_with_input_grads", "fine_tune_reentrant_unfrozen"]
+    "fine_tune",
+    ["fine_tune_without_checkpointing", "fine_tune_default", "fine_tune_reentrant_with_input_grads", "fine_tune_reentrant_unfrozen", "fine_tune_built_with_input_grads"],
 )
 def test_default_hooked_or_unfrozen_trainer_trains(fine_tune, tmp_path):
     torch.manual_seed(0)
