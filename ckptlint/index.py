@@ -32,7 +32,7 @@ from ckptlint.model import lightning_callbacks as lightning
 from ckptlint.model.construction import object_fields, passed
 from ckptlint.model.lightning_callbacks import TRAINERS as LIGHTNING_TRAINERS, epoch_guard
 from ckptlint.model.sites import ApiKind
-from ckptlint.model.torch_knowledge import MODULE_BASES, MODULE_SELF_METHODS
+from ckptlint.model.torch_knowledge import MODULE_BASES, MODULE_SELF_METHODS, PARAMETER_NAMES
 from ckptlint.names import absolute_module, import_bindings, resolve_dotted
 from ckptlint.registries import FILLING_METHODS, UNKNOWN_ENTRY, RegistryFacts, scan_registries
 from ckptlint.mode_effects import LEAVES_MODE, MAY_CHANGE_MODE, ModeEffect, folded, mode_steps
@@ -513,6 +513,10 @@ def _is_cache_setting(target: ast.expr, name: str) -> bool:
     return isinstance(owner, ast.Name) and owner.id == name
 
 
+# The slot of a FreezeStep on the object a project builder returns (`self.embed = frozen_table(...)`).
+RETURNED = "<returned>"
+
+
 def instance_key(function: str, ctor: str) -> str:
     """Freezing is per function: the same class frozen in one script function and not in another."""
     return f"{function}|{ctor}"
@@ -806,6 +810,14 @@ class _Summarizer:
                     elif made is not None:
                         ctors[name] = made[0]
                         held[name] = found[name] = made[1]
+                elif (
+                    type(node) is ast.Assign and len(node.targets) == 1 and type(target := node.targets[0]) is ast.Attribute
+                    and type(target.value) is ast.Name and target.value.id in held and type(node.value) is ast.Call
+                ):
+                    # `self.embed = frozen_table(...)`: the submodule is what a project builder returns.
+                    builder = self.project_callee(node.value.func)
+                    if builder is not None and _function_like(builder):
+                        held[target.value.id].append(FreezeStep(callee=builder, slot=RETURNED, member=target.attr))
                 elif track and type(node) is ast.Return and type(node.value) is ast.Call:
                     made = self.constructed(node.value)  # `return freeze(Net())`
                     if made is not None and made[1]:
@@ -2636,7 +2648,17 @@ class ProjectIndex:
         return self._effect(step, owner, depth)
 
     def _effect(self, step: FreezeStep, owner: Optional[str], depth: int) -> tuple[Freeze, frozenset[str]]:
-        """What the call does to the object it is handed or called on, of class `owner`."""
+        """What the call does to the object it is handed or called on, of class `owner`; for a
+        builder's result (slot RETURNED), what the builder did to the object it returns."""
+        if step.slot == RETURNED:
+            built = self._built_by(step.callee)
+            freeze = self.instance_freeze(built[1], built[0].rsplit(".", 1)[-1], built[2], depth + 1) if built is not None else None
+            if freeze is None:
+                return _NO_FREEZE
+            names = PARAMETER_NAMES.get(self.canonical(built[2]))  # type: ignore[index]
+            if names and all(freeze.state_of(name, None)[0] for name in names):
+                freeze = replace(freeze, everything=True)  # `table.weight.requires_grad = False`: every parameter of an nn.Embedding
+            return freeze, frozenset()
         if step.callbacks:
             return self._fit_effect(json.loads(step.callbacks), owner, depth) if owner else _NO_FREEZE
         if step.callee.startswith("."):

@@ -170,3 +170,49 @@ def test_a_builder_freezes_the_model_its_caller_only_trains(body, expected):
     report = lint_text(source, transformers="4.57")
     assert report.errors == []
     assert {(f.line - start, f.code) for f in report.findings if f.code == "CKPT005"} == expected
+
+
+SUBMODULE_BUILDERS = '''
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+def frozen_table(n, d):
+    table = nn.Embedding(n, d)
+    {freeze}
+    return table
+
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = frozen_table(100, 16)
+        self.blocks = nn.ModuleList([nn.Linear(16, 16) for _ in range(2)])
+
+    def forward(self, ids):
+        h = self.embed(ids)
+        for block in self.blocks:
+            h = checkpoint(block, h, use_reentrant=True)
+        return h
+
+
+Tagger()(torch.zeros(2, 3, dtype=torch.long)).sum().backward()
+'''
+
+
+@pytest.mark.parametrize(
+    "freeze, expected",
+    [
+        ("table.weight.requires_grad = False", {"CKPT005"}),
+        ("table.requires_grad_(False)", {"CKPT005"}),
+        ("table.weight = nn.Parameter(torch.randn(n, d), requires_grad=False)", {"CKPT005"}),
+        # Correct: the table the builder returns trains.
+        ("table.weight.requires_grad = True", set()),
+        ("table.weight = nn.Parameter(torch.randn(n, d))", set()),
+    ],
+)
+def test_a_submodule_its_builder_froze(freeze, expected):
+    report = lint_text(SUBMODULE_BUILDERS.replace("{freeze}", freeze))
+    assert report.errors == []
+    assert {f.code for f in report.findings} == expected

@@ -307,7 +307,7 @@ LOOK_ALIKES = [
     ("frozen_upstream.py", "HookedLoraClassifier", "checkpoint(", "CKPT005"),
     *(("freezes_anywhere.py", name, "checkpoint(", "CKPT005") for name in (
         "HeadFrozenTagger", "ThawedTagger", "HookedTagger", "LockedTaggerNonReentrant", "HeadPredicateTagger", "SubmoduleHeadFrozenTagger",
-        "BareHelperHeadFrozenTagger",
+        "BareHelperHeadFrozenTagger", "TrainableTableTagger",
     )),
     ("frozen_stages.py", "ConvFrozenStem", "checkpoint(", "CKPT005"),
     ("frozen_stages.py", "FrozenBackboneProbe", "checkpoint_sequential(", "CKPT001"),
