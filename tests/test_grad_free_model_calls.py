@@ -795,3 +795,67 @@ def test_a_project_decorator_that_runs_the_function_without_grad(project, decora
     project({"utils.py": DECORATORS, "train.py": DECORATED_EVALUATION.format(decorator=decorator)})
     result = CliRunner().invoke(main, [".", "--format", "json", "--no-cache"])
     assert {(f["path"], f["line"], f["code"]) for f in json.loads(result.stdout)["findings"]} == expected
+
+
+PHASES = '''
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = {call}
+        return x
+
+
+def run(model, loaders):
+    for phase in ["train", "val"]:
+        if phase == "train":
+            model.train()
+        else:
+            model.eval()
+        for x in loaders[phase]:
+            with torch.set_grad_enabled({switch}):
+                out = model(x)
+                if phase == "train":
+                    out.sum().backward()
+
+
+run(Net(), {{"train": [], "val": []}})
+'''
+
+
+@pytest.mark.parametrize(
+    "call, switch, expected",
+    [
+        # The evaluation phase runs the checkpoint with grad off: nothing gates it on the mode.
+        ("checkpoint(block, x, use_reentrant=False)", 'phase == "train"', {(26, "CKPT008")}),
+        # Gated on the mode, which eval() turns off there, or grad on in every phase.
+        ("checkpoint(block, x, use_reentrant=False) if self.training else block(x)", 'phase == "train"', set()),
+        ("checkpoint(block, x, use_reentrant=False)", "True", set()),
+    ],
+)
+def test_a_phase_that_may_switch_grad_off(call, switch, expected):
+    report = lint_text(PHASES.format(call=call, switch=switch))
+    assert report.errors == []
+    assert {(f.line, f.code) for f in report.findings if f.code == "CKPT008"} == expected
+
+
+def test_a_checkpoint_itself_under_a_switch_not_known_is_not_flagged():
+    source = '''
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+def step(block, x, train):
+    with torch.set_grad_enabled(train):
+        return checkpoint(block, x, use_reentrant=False)
+'''
+    assert [f.code for f in lint_text(source).findings if f.code == "CKPT008"] == []

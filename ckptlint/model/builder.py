@@ -530,7 +530,10 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
             mode = self.evaluate(call.args[0].value)
             if mode == Const(False):
                 return GradContext(f"{prefix}{name}(False)", node)
-            return GRAD_ENABLED if mode == Const(True) else GRAD_UNCHANGED
+            if mode == Const(True):
+                return GRAD_ENABLED
+            switch = code(call.args[0].value)
+            return GradContext(f"{prefix}{name}({switch}) on the runs where `{switch}` is false", node, maybe=True)
         if name in ENABLE_GRAD:
             return GRAD_ENABLED
         if as_decorator and call is None and self.index.runs_without_grad(name):

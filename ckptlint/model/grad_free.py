@@ -35,6 +35,7 @@ class GradFreeCheckpoint:
     call: GradFreeCall
     reached: str  # the checkpoint the call runs, for messages
     trains: str  # why the model is in train mode there
+    any_mode: bool = False  # the checkpoint ignores the mode: `.eval()` would not stop it
 
 
 def grad_free_checkpoints(model: "FileModel", resolver: "Resolver") -> list[GradFreeCheckpoint]:
@@ -59,7 +60,8 @@ def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> I
     reached = _reached(model, resolver, call.value, call.state, call.model) if call.state.training is True or not handed_in else None
     if reached:
         trains = "is in train mode here (no `.eval()` since it was built or `.train()` was called)"
-        yield GradFreeCheckpoint(call, through + reached, f"`{call.model}` " + (trains if call.state.training is True else _ANY_MODE))
+        training = call.state.training is True
+        yield GradFreeCheckpoint(call, through + reached, f"`{call.model}` " + (trains if training else _ANY_MODE), any_mode=not training)
     if reached or not handed_in:
         return
     # A model handed in: the callers say which it is, and its mode unless this function sets it.
@@ -74,7 +76,7 @@ def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> I
             handed = "it" if call.param == call.model else f"`{call.param}`, which `{call.model}` comes from,"
             mode = " in train mode" if state.training is True and not call.mode_here else ""
             trains = f"{caller} hands {handed} over{mode} (`{code(record.node)}`)"
-            yield GradFreeCheckpoint(call, through + reached, trains if mode else f"{trains}, and `{call.model}` {_ANY_MODE}")
+            yield GradFreeCheckpoint(call, through + reached, trains if mode else f"{trains}, and `{call.model}` {_ANY_MODE}", any_mode=not mode)
 
 
 # Why a call counts when the model is not known to be in train mode.

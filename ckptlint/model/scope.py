@@ -68,10 +68,11 @@ class Scope:
     loop_assigned: list[set[str]] = field(default_factory=list)
     loops: list[LoopFacts] = field(default_factory=list)  # the `for` loops being walked, innermost last
 
-    def grad_disabled(self) -> Optional[GradContext]:
+    def grad_disabled(self, maybe: bool = False) -> Optional[GradContext]:
+        """What switches autograd off here; with `maybe`, also a switch that is off on some runs only."""
         for mark in reversed(self.grad):
             if isinstance(mark, GradContext):
-                return mark
+                return mark if maybe or not mark.maybe else None
             if mark == GRAD_ENABLED:
                 return None
         return None

@@ -60,6 +60,9 @@ class GradContext:
 
     kind: str  # e.g. "torch.no_grad()", "@torch.inference_mode()", "Lightning validation_step"
     node: cst.CSTNode
+    # Off on some runs only (`torch.set_grad_enabled(phase == "train")`): enough for a model call
+    # in an evaluation phase, never for a checkpoint spelled there.
+    maybe: bool = False
 
 
 @dataclass

@@ -133,7 +133,7 @@ class TrainingScriptFacts:
         call that runs a checkpoint if those functions run the model; elsewhere, a fact of this
         function's summary when it hands on a parameter it was given."""
         scope = self.scope
-        disabled = scope.grad_disabled() is not None
+        disabled = scope.grad_disabled(maybe=True) is not None
         enabling = [t for t in targets if not call.bound and self.index.enables_hf_checkpointing(t)]
         for key, arg in arguments:
             if not isinstance(arg, cst.Arg):
@@ -175,7 +175,7 @@ class TrainingScriptFacts:
         """A model called where autograd is off (or handed to a project function there): whether its
         forward still checkpoints is decided once the model is complete (`grad_free.grad_free_checkpoints`)."""
         scope = self.scope
-        context = scope.grad_disabled()
+        context = scope.grad_disabled(maybe=True)
         if context is None or scope.grad_guards:
             return
         held = name.startswith("self.")

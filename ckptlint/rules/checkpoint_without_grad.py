@@ -33,5 +33,7 @@ class CheckpointWithoutGrad(Rule):
                 call.node,
                 f"`{spelled(call.node.func)}(...)` runs inside {call.grad_disabled.kind} while {found.trains}: {found.reached}, "
                 "so the checkpoint runs where autograd records nothing and only adds overhead",
-                f"call `{call.model}.eval()` before it (and `.train()` after), or gate checkpointing on `torch.is_grad_enabled()`",
+                "gate checkpointing on `torch.is_grad_enabled()` or `self.training` (then `.eval()` turns it off)"
+                if found.any_mode
+                else f"call `{call.model}.eval()` before it (and `.train()` after), or gate checkpointing on `torch.is_grad_enabled()`",
             )
