@@ -741,9 +741,11 @@ class _Summarizer:
         made = _built_as(body, returned) if function and returned else None
         if made is not None and (made_ctor := self.constructed(made)) is not None:
             self.builders[function] = made_ctor[0]
-            arguments = _call_arguments(made, frozenset(params)) if isinstance(made, ast.Call) and self.qualify(made.func) == made_ctor[0] else None
             definition = self.function_nodes.get(function)
-            if arguments is not None and definition is not None and any(d[0] == "param" for d in arguments.values()):
+            forwarded = definition.args.kwarg.arg if definition is not None and definition.args.kwarg is not None else None
+            matches = isinstance(made, ast.Call) and self.qualify(made.func) == made_ctor[0]
+            arguments = _call_arguments(made, frozenset(params), forwarded) if matches else None  # type: ignore[arg-type]
+            if arguments is not None and definition is not None and any(d[0] == "param" or d[0] == "kwargs" for d in arguments.values()):
                 self.builder_calls[function] = [*_signature(definition, skip_self=False), arguments]
         if function and _returns_cached_model(body, returned, made):
             self.cache_builders.append(function)
@@ -1882,9 +1884,17 @@ def _single_construction(value: ast.AST, qualify: Callable[[ast.expr], Optional[
     return None
 
 
-def _call_arguments(call: ast.Call, init_params: frozenset[str]) -> Optional[dict[str, list]]:
-    """What a constructor call passes, argument by argument (see `AttrBinding.arguments`)."""
-    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+def _call_arguments(call: ast.Call, init_params: frozenset[str], forwarded: Optional[str] = None) -> Optional[dict[str, list]]:
+    """What a constructor call passes, argument by argument (see `AttrBinding.arguments`). A builder
+    whose `**` parameter is `forwarded` may spread it (`Net(**kwargs)`, `**{**SIZES[name], **kwargs}`,
+    `**dict(SIZES[name], **kwargs)`): key "**" then says what fills the parameters not passed by
+    name, ["kwargs"] (what its callers pass beyond its own parameters, the others keeping their
+    defaults), ["kwargs", "?"] (those, the others unknown) or ["?"] (unknown)."""
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    spreads = [k.value for k in call.keywords if k.arg is None]
+    rest = _spread_rest(spreads, forwarded) if spreads else None
+    if spreads and (forwarded is None or rest is None):
         return None
 
     def described(node: ast.AST) -> list:
@@ -1898,8 +1908,30 @@ def _call_arguments(call: ast.Call, init_params: frozenset[str]) -> Optional[dic
         return ["?"]
 
     arguments = {f"#{i}": described(a) for i, a in enumerate(call.args)}
-    arguments.update((k.arg, described(k.value)) for k in call.keywords)
+    arguments.update((k.arg, described(k.value)) for k in call.keywords if k.arg is not None)
+    if rest:
+        arguments["**"] = rest
     return arguments
+
+
+def _spread_rest(spreads: list[ast.expr], forwarded: Optional[str]) -> Optional[list]:
+    """What `**` spreads pass beyond named keywords, in order (a later one wins): see `_call_arguments`;
+    None when a spread names keys itself (a dict display with keys: not followed)."""
+    rest: list = []
+    for spread in spreads:
+        parts: list[ast.expr] = [spread]
+        if type(spread) is ast.Dict and all(key is None for key in spread.keys):
+            parts = list(spread.values)  # `{**SIZES[name], **kwargs}`
+        elif type(spread) is ast.Call and type(spread.func) is ast.Name and spread.func.id == "dict" and not any(k.arg for k in spread.keywords):
+            parts = [*spread.args, *(k.value for k in spread.keywords)]  # `dict(SIZES[name], **kwargs)`
+        elif type(spread) is ast.Dict:
+            return None
+        for part in parts:
+            if type(part) is ast.Name and part.id == forwarded:
+                rest = ["kwargs", "?"] if "?" in rest else ["kwargs"]
+            else:
+                rest = ["?"]  # a table of settings: any parameter, also one the callers passed
+    return rest
 
 
 def _function_like(qualname: Optional[str]) -> bool:

@@ -2704,6 +2704,54 @@ def test_a_builder_hands_its_arguments_to_the_constructor_it_calls(built, expect
     assert findings(body) == expected
 
 
+@pytest.mark.parametrize(
+    ("builder", "built", "expected"),
+    [
+        # The call's keywords the builder does not name travel in its `**kwargs` to the constructor.
+        ("return Mixer(**kwargs)", 'build_model("s", grad_ckpt=True)', {(24, "CKPT008")}),
+        ("return Mixer(**{**SIZES[name], **kwargs})", 'build_model("s", grad_ckpt=True)', {(24, "CKPT008")}),
+        ("return Mixer(**dict(SIZES[name], **kwargs))", 'build_model("s", grad_ckpt=True)', {(24, "CKPT008")}),
+        ("return Mixer(depth=2, **kwargs)", 'build_model("s", grad_ckpt=True)', {(24, "CKPT008")}),
+        # Not passed: the table may set it, so nothing is known; or the table's entries win.
+        ("return Mixer(**{**SIZES[name], **kwargs})", 'build_model("s")', set()),
+        ("return Mixer(**{**kwargs, **SIZES[name]})", 'build_model("s", grad_ckpt=True)', set()),
+        ("return Mixer(**kwargs)", 'build_model("s", grad_ckpt=False)', set()),
+    ],
+)
+def test_a_builder_forwards_its_keyword_arguments_to_the_constructor(builder, built, expected):
+    """timm-style factories: `def build_model(name, **kwargs): return Mixer(**{**SIZES[name], **kwargs})`."""
+    body = f"""
+        class Mixer(nn.Module):
+            def __init__(self, depth=2, grad_ckpt=False):
+                super().__init__()
+                self.grad_ckpt = grad_ckpt
+                self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(depth)])
+
+            def forward(self, x):
+                for block in self.blocks:
+                    if self.grad_ckpt and self.training:
+                        x = checkpoint(block, x, use_reentrant=False)
+                    else:
+                        x = block(x)
+                return x
+
+
+        def build_model(name, **kwargs):
+            {builder}
+
+
+        def distill(student, x):
+            teacher = {built}
+            with torch.no_grad():
+                target = teacher(x)
+            return (student(x) - target).pow(2).mean()
+
+
+        SIZES = {{"s": dict(depth=2), "b": dict(depth=4)}}
+    """
+    assert findings(body) == expected
+
+
 @pytest.mark.parametrize(("flag", "expected"), [("requires_grad=False", {(12, "CKPT005")}), ("requires_grad=True", set())])
 def test_an_embedding_weight_replaced_by_a_frozen_parameter_is_frozen(flag, expected):
     """`self.embed.weight = nn.Parameter(vectors, requires_grad=False)`: pretrained vectors kept

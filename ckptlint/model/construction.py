@@ -37,7 +37,7 @@ def passed(index: "ProjectIndex", cls: str, arguments: dict[str, tuple], context
     for position, name in enumerate(holder.init_params or ()):
         described = arguments.get(name, arguments.get(f"#{position}"))
         if described is None:
-            if name in holder.init_defaults:
+            if name in holder.init_defaults and "**" not in arguments:  # "**": spread from a table of settings
                 known[name] = Const(holder.init_defaults[name])
             continue
         value = resolve(described, context)
@@ -88,8 +88,8 @@ def object_fields(index: "ProjectIndex", cls: str, arguments: Optional[Arguments
             else:
                 fields.pop(attr, None)
     if init is None:  # fields set by keyword (a dataclass's generated `__init__`)
-        if any(key.startswith("#") for key in given):
-            return {}  # positional fields: their order is not recorded
+        if any(key.startswith("#") or key == "**" for key in given):
+            return {}  # positional fields (their order is not recorded), or fields spread from a table
         for key, described in given.items():
             if not key.startswith("."):
                 fields.pop(key, None)

@@ -401,7 +401,14 @@ class Evaluation:
                 return _described(self.evaluate(expression))
             return ("const", defaults[name]) if name in defaults else ("?",)
 
-        arguments = tuple((key, handed(d[1]) if d[0] == "param" and d[1] in params else tuple(d)) for key, d in passed.items())
+        arguments = tuple((key, handed(d[1]) if d[0] == "param" and d[1] in params else tuple(d)) for key, d in passed.items() if key != "**")
+        rest = passed.get("**", [])
+        if "kwargs" in rest:
+            # `def build_model(name, **kwargs): return Mixer(**kwargs)`: the keywords this call passes
+            # beyond the builder's own parameters reach the constructor.
+            arguments += tuple((a.keyword.value, _described(self.evaluate(a.value))) for a in call.args if a.keyword is not None and a.keyword.value not in params)
+        if "?" in rest:
+            arguments += (("**", ("?",)),)
         return ModuleObject((ctor,), code(call), arguments=arguments)
 
     def contained_classes(self, args: Sequence[cst.Arg]) -> tuple[str, ...]:
