@@ -781,7 +781,7 @@ class _Summarizer:
                     elif id(node) not in wrapped:
                         self.call_steps(node, held, methods, owner)
                     if track:
-                        built.extend(self.handed_new(node))
+                        built.extend(self.handed_new(node, ctors))
                     if type(node.func) is ast.Attribute:
                         callbacks.grow(node)
                         if node.func.attr == "fit":
@@ -805,7 +805,7 @@ class _Summarizer:
                     held.pop(name, None)
                     if name in ctors:
                         built.append((ctors.pop(name), found.pop(name)))
-                    made = self.constructed(node.value) if track else None
+                    made = self.constructed(node.value, ctors) if track else None
                     if made is not None and wrap is not None:
                         ctors[name] = made[0]
                         held[name] = found[name] = shared
@@ -916,14 +916,14 @@ class _Summarizer:
                     # two (`ProjectIndex._freezes_through_holders`); it freezes nothing by itself.
                     steps[arg.id].append(FreezeStep(callee=callee, slot=slot, member=member))
 
-    def handed_new(self, call: ast.Call) -> Iterator[tuple[str, list[FreezeStep]]]:
+    def handed_new(self, call: ast.Call, ctors: dict[str, str]) -> Iterator[tuple[str, list[FreezeStep]]]:
         """Objects built right in the arguments of a call (`Trainer(model=build_model())`); a project
         class's construction (`Runner(Net())`) holds them (see `call_steps`)."""
         callee = self.project_callee(call.func)
         holder = callee if callee is not None and not _function_like(callee) and self.in_this_package(callee) else None
         handed = [(str(i), a) for i, a in enumerate(call.args)] + [(k.arg, k.value) for k in call.keywords if k.arg]
         for slot, arg in handed:
-            made = self.constructed(arg) if type(arg) is ast.Call else None
+            made = self.constructed(arg, ctors) if type(arg) is ast.Call else None
             if made is not None:
                 yield made[0], [*made[1], *([FreezeStep(callee=holder, slot=slot)] if holder else [])]
 
@@ -934,13 +934,17 @@ class _Summarizer:
     def project_callee(self, func: ast.AST) -> Optional[str]:
         """The qualified name of a function that may be the project's own (not a checkpoint API, not a library)."""
         callee = self.qualify(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
-        if callee is None or callee in KNOWN_APIS or callee.startswith(_NOT_WRAPPERS):
-            return None
-        return callee
+        return self.project_callee_name(callee) if callee is not None else None
 
-    def constructed(self, value: ast.AST) -> Optional[tuple[str, list[FreezeStep]]]:
+    @staticmethod
+    def project_callee_name(callee: str) -> Optional[str]:
+        return None if callee in KNOWN_APIS or callee.startswith(_NOT_WRAPPERS) else callee
+
+    def constructed(self, value: ast.AST, ctors: Optional[dict[str, str]] = None) -> Optional[tuple[str, list[FreezeStep]]]:
         """(constructor, what was done to the object already) for `Net(...)`, `Net().to(device).train()`,
-        `Net().requires_grad_(False)` and `freeze(Net())` (a function, by its lower-case name, handed it)."""
+        `Net().requires_grad_(False)` and `freeze(Net())` (a function, by its lower-case name, handed it);
+        a method of a project object (`factory.build()`, `Factory().build()`; `ctors`: the classes
+        of the names tracked here) is a builder like a function, by its qualified name."""
         steps: list[FreezeStep] = []
         while type(value) is ast.Call:
             func = value.func
@@ -953,6 +957,9 @@ class _Summarizer:
                 value = func.value
                 continue
             callee = self.qualify(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+            if callee is None and type(func) is ast.Attribute and func.attr not in _MODULE_API:
+                callee = self._method_of_object(func.value, ctors)
+                callee = f"{callee}.{func.attr}" if callee is not None else None
             if callee is None:
                 return None
             inner = _model_argument(value, callee)
@@ -972,6 +979,13 @@ class _Summarizer:
                 continue
             return callee, steps
         return None
+
+    def _method_of_object(self, receiver: ast.AST, ctors: Optional[dict[str, str]]) -> Optional[str]:
+        """The project class of `receiver`: a name tracked as built from it, or its construction right there."""
+        cls = ctors.get(receiver.id) if ctors is not None and type(receiver) is ast.Name else None
+        if type(receiver) is ast.Call and isinstance(receiver.func, (ast.Name, ast.Attribute)):
+            cls = self.qualify(receiver.func)
+        return cls if cls is not None and not _function_like(cls) and self.project_callee_name(cls) else None
 
     def alias(self, value: ast.AST) -> Optional[Alias]:
         if isinstance(value, ast.Call) and self.qualify(value.func) in PARTIAL and value.args:
@@ -1045,12 +1059,18 @@ class _Summarizer:
             if stmt.orelse:
                 segments.append((["not", guard], stmt.orelse))
         if len(segments) <= 1 and not (segments and segments[0][0]):
-            steps, instances = self.object_steps(method.body, params, track=True, methods=own, owner=owner, finetuning=finetuning)
+            body = _returning_a_name(method.body)
+            steps, instances = self.object_steps(body, params, track=True, methods=own, owner=owner, finetuning=finetuning)
             # Objects the method builds (`model = AutoModel...from_pretrained(...)` in `Builder.build`):
-            # what it does to them, as for a top-level function's.
+            # what it does to them, as for a top-level function's; one it returns makes it a builder.
+            function = f"{owner.rsplit('.', 1)[-1]}.{method.name}"
             for ctor, built in instances:
                 if built:
-                    self.instance_freezes[instance_key(f"{owner.rsplit('.', 1)[-1]}.{method.name}", ctor)] = built
+                    self.instance_freezes[instance_key(function, ctor)] = built
+            returned = _returned_name(body)
+            made = _built_as(body, returned) if returned else None
+            if made is not None and (made_ctor := self.constructed(made)) is not None:
+                self.builders[function] = made_ctor[0]
             return steps
         steps: dict[str, list[FreezeStep]] = {p: [] for p in params}
         for guard, body in segments:
@@ -2541,7 +2561,7 @@ class ProjectIndex:
         if built is not None and depth < _MAX_FREEZE_DEPTH:
             # `model = build_model()`: what the builder did to the object it returns comes first
             # (builders calling builders, bounded: a builder may call itself).
-            start = self.instance_freeze(built[1], built[0].rsplit(".", 1)[-1], built[2], depth + 1)
+            start = self.instance_freeze(built[1], built[0][len(built[1]) + 1 :], built[2], depth + 1)
         elif built is None:
             # A project class's `__init__` ran first: what it froze of the object (`self.vision.requires_grad_(False)`).
             init, cited = self._method_effect(owner, "__init__", 0)
@@ -2684,7 +2704,7 @@ class ProjectIndex:
         builder's result (slot RETURNED), what the builder did to the object it returns."""
         if step.slot == RETURNED:
             built = self._built_by(step.callee)
-            freeze = self.instance_freeze(built[1], built[0].rsplit(".", 1)[-1], built[2], depth + 1) if built is not None else None
+            freeze = self.instance_freeze(built[1], built[0][len(built[1]) + 1 :], built[2], depth + 1) if built is not None else None
             if freeze is None:
                 return _NO_FREEZE
             names = PARAMETER_NAMES.get(self.canonical(built[2]))  # type: ignore[index]

@@ -216,3 +216,54 @@ def test_a_submodule_its_builder_froze(freeze, expected):
     report = lint_text(SUBMODULE_BUILDERS.replace("{freeze}", freeze))
     assert report.errors == []
     assert {f.code for f in report.findings} == expected
+
+
+FACTORY_CLASS = '''
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM
+
+
+class ModelFactory:
+    def __init__(self, name):
+        self.name = name
+
+    def build(self):
+        base = AutoModelForCausalLM.from_pretrained(self.name)
+        {build}
+
+
+def train(model):
+    model.gradient_checkpointing_enable()
+
+
+factory = ModelFactory("meta-llama/Llama-3.2-1B")
+train(factory.build())
+'''
+
+
+@pytest.mark.parametrize(
+    "build, expected",
+    [
+        # A factory's method wraps the model in PEFT; the caller enables (reentrant, 4.57) checkpointing after.
+        ("return get_peft_model(base, LoraConfig(r=8, target_modules=['q_proj']))", True),
+        ("model = get_peft_model(base, LoraConfig(r=8, target_modules=['q_proj']))\n        return model", True),
+        # Correct: the method hooks the embedding output first.
+        ("base.enable_input_require_grads()\n        return get_peft_model(base, LoraConfig(r=8, target_modules=['q_proj']))", False),
+    ],
+)
+def test_a_factory_method_wraps_the_model_its_caller_checkpoints(build, expected):
+    report = lint_text(FACTORY_CLASS.replace("{build}", build), transformers="4.57")
+    assert report.errors == []
+    lines = FACTORY_CLASS.replace("{build}", build).split("\n")
+    enable = next(i for i, line in enumerate(lines, 1) if line.startswith("train("))  # the helper enables it there
+    assert {(f.line, f.code) for f in report.findings if f.code == "CKPT005"} == ({(enable, "CKPT005")} if expected else set())
+
+
+def test_the_caller_of_a_factory_method_hooks_the_inputs_first():
+    source = FACTORY_CLASS.replace("{build}", "return get_peft_model(base, LoraConfig(r=8, target_modules=['q_proj']))").replace(
+        "train(factory.build())", "model = factory.build()\nmodel.enable_input_require_grads()\ntrain(model)"
+    )
+    report = lint_text(source, transformers="4.57")
+    assert report.errors == [] and [f.code for f in report.findings if f.code == "CKPT005"] == []
+    unhooked = lint_text(source.replace("model.enable_input_require_grads()\n", ""), transformers="4.57")
+    assert [f.code for f in unhooked.findings if f.code == "CKPT005"] == ["CKPT005"]
