@@ -371,6 +371,9 @@ class ModuleSummary:
     # Decorators defined here that run the function they wrap with grad off (`def no_grad_eval(fn):
     # def wrapper(*a, **k): with torch.no_grad(): return fn(*a, **k)`; `return wrapper`).
     grad_off_decorators: tuple[str, ...] = ()
+    # Builders whose object is a container built right in the returned call (`return
+    # nn.Sequential(nn.Linear(...), nn.Dropout(p))`): the classes it holds.
+    builder_contents: dict[str, list[str]] = field(default_factory=dict)
     digest: str = field(default="", compare=False)
 
     def to_json_text(self) -> str:
@@ -421,6 +424,7 @@ class ModuleSummary:
             builders=data["builders"],
             builder_calls=data["builder_calls"],
             grad_off_decorators=tuple(data["grad_off_decorators"]),
+            builder_contents=data["builder_contents"],
             cache_builders=tuple(data["cache_builders"]),
             registry_facts=RegistryFacts(**data["registry_facts"]),
             hook_functions={name: HookSignature(**hook) for name, hook in data["hook_functions"].items()},
@@ -513,6 +517,7 @@ def _is_cache_setting(target: ast.expr, name: str) -> bool:
     return isinstance(owner, ast.Name) and owner.id == name
 
 
+DATACLASS_FIELDS = frozenset({"dataclasses.field", "pydantic.Field", "attr.ib", "attrs.field"})
 # The slot of a FreezeStep on the object a project builder returns (`self.embed = frozen_table(...)`).
 RETURNED = "<returned>"
 
@@ -613,6 +618,7 @@ class _Summarizer:
         self.param_freezes: dict[str, dict[str, list[FreezeStep]]] = {}
         self.builders: dict[str, str] = {}
         self.builder_calls: dict[str, list] = {}
+        self.builder_contents: dict[str, list[str]] = {}
         self.cache_builders: list[str] = []
         self.constructions: dict[str, list[Optional[dict[str, list]]]] = {}
         for stmt in _module_level(tree.body):
@@ -639,6 +645,7 @@ class _Summarizer:
             hooks, registrars, self.mode_steps(tree), SITE_TEXT.search(source) is not None, self.constructions,
             _constants(tree, source, self.filled), tuple(sorted(self.module_stores)), self.builder_calls,
             self.grad_off_decorators(tree) if "no_grad" in source or "inference_mode" in source else (),
+            self.builder_contents,
         )
 
     def grad_off_decorators(self, tree: ast.Module) -> tuple[str, ...]:
@@ -741,6 +748,8 @@ class _Summarizer:
         made = _built_as(body, returned) if function and returned else None
         if made is not None and (made_ctor := self.constructed(made)) is not None:
             self.builders[function] = made_ctor[0]
+            if made_ctor[0] in CONTAINERS and isinstance(made, ast.Call) and self.qualify(made.func) == made_ctor[0]:
+                self.builder_contents[function] = list(dict.fromkeys(self.constructors(made, {})))
             definition = self.function_nodes.get(function)
             forwarded = definition.args.kwarg.arg if definition is not None and definition.args.kwarg is not None else None
             matches = isinstance(made, ast.Call) and self.qualify(made.func) == made_ctor[0]
@@ -1034,11 +1043,23 @@ class _Summarizer:
                     forward_no_grad = any(self.qualify(d.func if isinstance(d, ast.Call) else d) in _NO_GRAD for d in stmt.decorator_list)
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                value = self.field_default(stmt.value)
                 for target in targets:
-                    if isinstance(target, ast.Name):
-                        attrs.setdefault(target.id, self.binding(stmt.value, {}))
+                    if isinstance(target, ast.Name) and value is not None:
+                        attrs.setdefault(target.id, self.binding(value, {}))
         recompute = recompute_layout(node, self.qualify) if any(b in AUTOGRAD_FUNCTIONS for b in bases) else None
         return ClassSummary(f"{self.module}.{node.name}", bases, attrs, tuple(methods), forward_no_grad, recompute, init_params, init_defaults, flag_setters)
+
+    def field_default(self, value: ast.expr) -> Optional[ast.expr]:
+        """What a class-level attribute starts as: a dataclass `field(default=...)` its default,
+        `field(default_factory=Config)` a `Config()`; None for a field without a default."""
+        if not (type(value) is ast.Call and self.qualify(value.func) in DATACLASS_FIELDS):
+            return value
+        keywords = {k.arg: k.value for k in value.keywords if k.arg}
+        if "default" in keywords:
+            return keywords["default"]
+        factory = keywords.get("default_factory")
+        return ast.copy_location(ast.Call(factory, [], []), factory) if isinstance(factory, (ast.Name, ast.Attribute)) else None
 
     def method_steps(
         self, method: Union[ast.FunctionDef, ast.AsyncFunctionDef], params: tuple[str, ...], own: frozenset[str], owner: str, finetuning: frozenset[str]
@@ -2385,6 +2406,12 @@ class ProjectIndex:
             self._attribute_holders[key] = next((s for s in map(self.class_, self.ancestors(class_qualname)) if s is not None and attr in s.attrs), None)
         return self._attribute_holders[key]
 
+    def is_record(self, class_qualname: str) -> bool:
+        """A project class whose instances get their fields from the generated `__init__` of a
+        dataclass-style declaration (no `__init__` written anywhere in its bases, not a module): its
+        methods read the fields of the object they are called on, not the class defaults."""
+        return self.class_(class_qualname) is not None and self.init_signature(class_qualname) is None and not self.is_subclass(class_qualname, MODULE_BASES)
+
     def init_signature(self, class_qualname: str) -> Optional[ClassSummary]:
         """The class in the MRO whose `__init__` builds instances (its `init_params` and defaults)."""
         for name in self.ancestors(class_qualname):
@@ -2647,6 +2674,18 @@ class ProjectIndex:
                 break
             found = function = built[2]
         return found
+
+    def built_classes(self, ctor: str) -> tuple[tuple[str, ...], Optional[str]]:
+        """The module classes a constructor call of `ctor` gives, and the container holding them: the
+        class itself, or for a project builder function what it builds (`make_block(dim)` returning
+        `nn.Sequential(nn.Linear(...), nn.Dropout(p))`: those layers in a Sequential)."""
+        module, name = self.split(self.canonical(ctor))
+        built = module.builders.get(name) if module is not None else None
+        if built is None or module is None:
+            return (ctor,), None
+        if name in module.builder_contents:
+            return tuple(self.canonical(c) for c in module.builder_contents[name]), built
+        return (self.canonical(built),), None
 
     def builder_call(self, function: str) -> Optional[tuple[str, list]]:
         """For a builder function that builds its object right in a constructor call handing on its

@@ -1236,6 +1236,79 @@ CASES = {
         # Decoder: one construction passes a value the analysis cannot read, so its mode is unknown.
         {(14, "CKPT005")},
     ),
+    "a nested config's fields: a default_factory object's defaults, or the object passed in its place (CKPT002)": (
+        """
+        from dataclasses import dataclass, field
+        @dataclass
+        class CkptConfig:
+            enabled: bool = True
+            preserve_rng_state: bool = False
+        @dataclass
+        class NetConfig:
+            drop: float = field(default=0.1)
+            ckpt: CkptConfig = field(default_factory=CkptConfig)
+        class Net(nn.Module):
+            def __init__(self, cfg: NetConfig):
+                super().__init__()
+                self.cfg = cfg
+                self.block = nn.Sequential(nn.Linear(8, 8), nn.Dropout(cfg.drop))
+            def forward(self, x):
+                if self.cfg.ckpt.enabled:
+                    return checkpoint(self.block, x, use_reentrant=False, preserve_rng_state=self.cfg.ckpt.preserve_rng_state)
+                return self.block(x)
+        class Replaying(Net):
+            pass
+        Net(NetConfig())(torch.randn(2, 8))
+        Replaying(NetConfig(ckpt=CkptConfig(preserve_rng_state=True)))(torch.randn(2, 8))
+        """,
+        {(18, "CKPT002")},
+    ),
+    "a config object's method returns its own fields, as that object was built (CKPT002)": (
+        """
+        from dataclasses import dataclass, field
+        @dataclass
+        class CkptConfig:
+            preserve_rng_state: bool = False
+            def kwargs(self):
+                return {"use_reentrant": False, "preserve_rng_state": self.preserve_rng_state}
+        @dataclass
+        class NetConfig:
+            ckpt: CkptConfig = field(default_factory=CkptConfig)
+        class Net(nn.Module):
+            def __init__(self, cfg: NetConfig):
+                super().__init__()
+                self.cfg = cfg
+                self.block = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.1))
+            def forward(self, x):
+                return checkpoint(self.block, x, **self.cfg.ckpt.kwargs())
+        class Replaying(Net):
+            pass
+        Net(NetConfig())(torch.randn(2, 8))
+        Replaying(NetConfig(ckpt=CkptConfig(preserve_rng_state=True)))(torch.randn(2, 8))
+        """,
+        {(17, "CKPT002")},
+    ),
+    "the blocks a builder function returns hold what its container holds (CKPT002)": (
+        """
+        def make_block(dim, p):
+            return nn.Sequential(nn.Linear(dim, dim), nn.GELU(), nn.Dropout(p))
+        def make_plain_block(dim):
+            return nn.Sequential(nn.Linear(dim, dim), nn.GELU())
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList([make_block(8, 0.1) for _ in range(2)])
+                self.plain = nn.ModuleList([make_plain_block(8) for _ in range(2)])
+            def forward(self, x):
+                for block in self.blocks:
+                    x = checkpoint(block, x, use_reentrant=False, preserve_rng_state=False)
+                for block in self.plain:
+                    x = checkpoint(block, x, use_reentrant=False, preserve_rng_state=False)
+                return x
+        Net()(torch.randn(2, 8))
+        """,
+        {(13, "CKPT002")},
+    ),
     "what a shared `__init__` stored on self is what constructions of that class passed (CKPT005)": (
         """
         class Encoder(nn.Module):

@@ -804,7 +804,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
             passed = [*enumerate(arguments.positional[:star]), *nodes.items()]
             states = {key: state for key, arg in passed if isinstance(arg, cst.Arg) and (state := state_of(self, arg.value)) != ModelState()}
             constructs = callee.qualname if isinstance(callee, Ref) and targets[0].endswith(".__init__") and not callee.qualname.endswith(".__init__") else None
-            call = CallRecord(node, positional, keywords, nodes, arguments.has_star_args, arguments.unresolved_kwargs, bound, self.scope.qualname, states, constructs)
+            receiver = self.record_receiver(node, callee)
+            call = CallRecord(node, positional, keywords, nodes, arguments.has_star_args, arguments.unresolved_kwargs, bound, self.scope.qualname, states, constructs, receiver)
             self.note_call(targets, call)
             self.note_model_handoffs(targets, call, passed)
             self.note_wrapper_call(callee, call)
@@ -921,6 +922,13 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
                 init = self.flow.method(callee.qualname, "__init__")
                 return ((init.qualname,), True) if isinstance(init, LocalFunction) else ((), False)
         return (), False
+
+    def record_receiver(self, node: cst.Call, callee: Value) -> Optional[Value]:
+        """The object a method of a dataclass-style class (`index.is_record`) is called on, when the
+        call spells it (`cfg.ckpt.kwargs()`)."""
+        if not (isinstance(callee, LocalFunction) and callee.node is None and isinstance(node.func, cst.Attribute)) or is_self(node.func.value):
+            return None
+        return self.evaluate(node.func.value) if self.index.is_record(callee.qualname.rpartition(".")[0]) else None
 
     def note_command_line_option(self, node: cst.Call) -> None:
         if not (isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument"):

@@ -57,9 +57,14 @@ def loader_batch(function: str, name: str) -> Tensor:
 def held_module(index: ProjectIndex, binding: AttrBinding, spelled: str, built_by: Optional[str] = None, path: tuple[tuple[str, str], ...] = ()) -> ModuleObject:
     """The module an attribute binding holds, with the arguments it was built with (in the `__init__`
     of `built_by`), at `path` in the object the spelling starts from."""
-    classes = tuple(index.canonical(c) for c in binding.constructors)
-    arguments = tuple((key, tuple(described)) for key, described in binding.arguments.items()) if binding.arguments is not None else None
-    return ModuleObject(classes, spelled, binding.container, arguments, built_by if arguments is not None else None, path)
+    built = [index.built_classes(index.canonical(c)) for c in binding.constructors]
+    classes = tuple(dict.fromkeys(c for found, _ in built for c in found))
+    # A builder's container held alone is that container (its elements, the classes it holds); in a list, they flatten into it.
+    container = binding.container or (built[0][1] if len(built) == 1 else None)
+    expanded = any(found != (index.canonical(c),) for c, (found, _) in zip(binding.constructors, built))
+    # A builder's arguments are not its layers' (`make_block(8, 0.1)`): nothing is known of how those were built.
+    arguments = tuple((key, tuple(described)) for key, described in binding.arguments.items()) if binding.arguments is not None and not expanded else None
+    return ModuleObject(classes, spelled, container, arguments, built_by if arguments is not None else None, path)
 
 
 class Dataflow:
@@ -105,7 +110,27 @@ class Dataflow:
                 # A config object built where the analysis sees its arguments: what it was built with
                 # (`ModelConfig(ckpt_reentrant=True)`), not the class default; unknown if not literal.
                 return object_fields(self.index, module.classes[0], module.arguments).get(attr, UNKNOWN)
+            if module.arguments is not None and self.index.init_signature(module.classes[0]) is None:
+                passed = self._passed_field(module, attr)
+                if passed is not None:
+                    return passed
             return self.attribute(module.classes[0], attr, f"{module.origin}.{attr}", module.path)
+        return UNKNOWN
+
+    def _passed_field(self, config: ModuleObject, attr: str) -> Optional[Value]:
+        """A dataclass-style object's field that holds an object (`ckpt: CkptConfig =
+        field(default_factory=CkptConfig)`) as its construction shows it: the object built in its
+        place (`NetConfig(ckpt=CkptConfig(...))`, also assigned after), unknown for anything else
+        passed, or for fields a table or positions may have filled; None: the class default holds."""
+        given = dict(config.arguments or ())
+        described = given.get(f".{attr}", given.get(attr))
+        cls = config.classes[0]
+        if any(self.index.class_(name) is not None and "__post_init__" in self.index.class_(name).methods for name in self.index.ancestors(cls)):
+            return UNKNOWN
+        if described is None:
+            return UNKNOWN if any(key.startswith("#") or key == "**" for key in given) else None
+        if described[0] == "object":
+            return ModuleObject((described[1],), f"{config.origin}.{attr}", arguments=described[2])
         return UNKNOWN
 
     def _is_field(self, class_qualname: str, attr: str) -> bool:

@@ -202,6 +202,9 @@ class Evaluation:
         owner = self.scope.class_qualname
         if owner is None or "self" not in self.scope.bindings:
             return UNKNOWN
+        receiver = self.scope.bindings["self"]
+        if isinstance(receiver, Param) and self.index.is_record(owner) and self.index.attribute_holder(owner, attr) is not None:
+            return AttributeOf(receiver, attr)  # `CkptConfig.kwargs`: the fields of the object it is called on
         return self.flow.attribute(owner, attr, f"self.{attr}")
 
     def evaluate(self, node: cst.BaseExpression) -> Value:
@@ -303,7 +306,7 @@ class Evaluation:
             classes = tuple(o.qualname for o in func.options)  # type: ignore[union-attr]
             return ModuleObject(classes, code(node.func), arguments=self.construction_arguments(node))
         if isinstance(func, SYMBOLIC):
-            return CallOf(func, tuple(self.evaluate(a.value) for a in node.args if not a.keyword and not a.star), Spelling("`{}`", node))
+            return CallOf(func, tuple(self.evaluate(a.value) for a in node.args if not a.keyword and not a.star), Spelling("`{}`", node), node)
         if isinstance(func, LocalFunction) and func.node is None:
             # `self.encode(ids)`: what the method returns, once its summary is bound to this call.
             return CallOf(func, (), Spelling("`{}`", node), node)

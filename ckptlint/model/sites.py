@@ -263,6 +263,8 @@ class CallRecord:
     # Models passed by name with a known mode or checkpointing: positional index or keyword -> state.
     states: dict[Union[int, str], ModelState] = field(default_factory=dict)
     constructs: Optional[str] = None  # the class a constructor call builds
+    # The object a method of a dataclass-style class is called on (`cfg.ckpt.kwargs()`): its `self`.
+    receiver: Optional["Value"] = None
 
 
 @dataclass(frozen=True, eq=False)

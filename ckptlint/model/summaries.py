@@ -294,6 +294,8 @@ class Resolver:
                 return self.returned(value.callee.qualname, value.call, depth)
             callee = self.value(value.callee, depth)
             inputs = tuple(self.value(v, depth) for v in value.inputs)
+            if isinstance(callee, LocalFunction) and callee.node is None and isinstance(value.callee, AttributeOf):
+                return self.record_method(callee.qualname, value, depth)
             if isinstance(callee, ModuleObject):
                 return self.flow.module_output(callee, list(inputs))
             if isinstance(callee, Ref):
@@ -328,6 +330,26 @@ class Resolver:
         if call is None:
             return UNKNOWN
         return self.value(_Binding(facts, call).value(facts.returns), depth + 1)
+
+    def record_method(self, qualname: str, value: CallOf, depth: int) -> Value:
+        """What a method of a dataclass-style class returns when called on an object the caller's
+        parameters lead to (`self.cfg.ckpt.kwargs()`): its summary, with `self` that object and its
+        parameters what the call passes by position (unknown with keywords or a star)."""
+        facts = self.facts(qualname)
+        node = value.call
+        owner = qualname.rpartition(".")[0]
+        if facts is None or facts.returns is None or depth >= _MAX_DEPTH or not self.model.index.is_record(owner) or self.overridden(qualname):
+            return UNKNOWN
+        if not isinstance(node, cst.Call) or any(a.keyword is not None or a.star for a in node.args):
+            return UNKNOWN
+        receiver = self.value(value.callee.base, depth)  # type: ignore[union-attr]
+        call = CallRecord(node, value.inputs, {}, {}, False, False, True, "", receiver=receiver)
+        result = self.value(_Binding(facts, call).value(facts.returns), depth + 1)
+        if isinstance(result, DictLit):
+            # Spelled at the call: the method's own dict is shared by every object it is called on,
+            # and may be in another file.
+            result = replace(result, node=node, entry_nodes={key: node for key in result.entries})
+        return result
 
     def overridden(self, method: str) -> bool:
         """Whether a project subclass of the method's class defines it again: `self.method()` may run
@@ -509,6 +531,8 @@ def bind(facts: FunctionFacts, call: CallRecord, name: str) -> Value:
     key = argument_key(facts, call, name)
     if key is not None:
         return call.keywords[key] if isinstance(key, str) else call.positional[key]
+    if call.receiver is not None and call.bound and facts.params and name == facts.params[0]:
+        return call.receiver  # `self` of `cfg.ckpt.kwargs()`
     positional = _positional_params(facts, call)
     if name in positional and call.star:
         return UNKNOWN
