@@ -59,6 +59,9 @@ class AttrBinding:
     is_buffer: bool = False  # registered with `self.register_buffer(name, ...)`
     parameter: Optional[bool] = None  # an `nn.Parameter`: whether it requires grad
     param: Optional[str] = None  # assigned straight from this `__init__` parameter (a held module)
+    # With `param`: [literal, falsy] for `param or literal` (falsy True) or `literal if param is None
+    # else param` (False): what the attribute holds when the parameter does not supply it.
+    fallback: Optional[list] = None
     # The arguments of the one construction the attribute holds (`nn.Dropout(dropout)`, or each
     # element of `ModuleList([Block(dim, 0.0) for _ in ...])`), by keyword or "#<position>":
     # ["const", literal], ["param", name of an `__init__` parameter passed on], ["attr", parameter,
@@ -1124,6 +1127,8 @@ class _Summarizer:
                         new = self.binding(value, local_elements, init_params)
                         if isinstance(value, ast.Name) and value.id in init_params:
                             new.param = value.id
+                        elif (defaulted := _defaulted_param(value, init_params)) is not None:
+                            new.param, new.fallback = defaulted
                         old = attrs.get(attr)
                         attrs[attr] = _merge(old, new) if old else new
                     if isinstance(target, ast.Name) and isinstance(node.value, (ast.List, ast.ListComp, ast.Tuple, ast.Call)):
@@ -2211,6 +2216,35 @@ def _self_targets(target: ast.AST, value: ast.AST) -> Iterator[tuple[str, ast.AS
                 yield from _self_targets(element, value.elt)
 
 
+def _small_literal(node: ast.AST) -> tuple[bool, object]:
+    """(known, value) of a small literal, dicts and lists of literals included (`_plain_literal`)."""
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+    return (True, value) if _plain_literal(value) else (False, None)
+
+
+def _defaulted_param(value: ast.AST, params: frozenset[str]) -> Optional[tuple[str, list]]:
+    """(parameter, [literal, falsy]) for `param or literal`, `literal if param is None else param`
+    and `param if param is not None else literal`; None for anything else."""
+    if type(value) is ast.BoolOp and type(value.op) is ast.Or and len(value.values) == 2:
+        name, default = value.values
+        known, literal_value = _small_literal(default)
+        if type(name) is ast.Name and name.id in params and known:
+            return name.id, [literal_value, True]
+    if type(value) is ast.IfExp and type(value.test) is ast.Compare and len(value.test.ops) == 1:
+        test = value.test
+        tested = test.left if type(test.left) is ast.Name else None
+        if tested is None or tested.id not in params or not (type(test.comparators[0]) is ast.Constant and test.comparators[0].value is None):
+            return None
+        default, kept = (value.body, value.orelse) if type(test.ops[0]) is ast.Is else (value.orelse, value.body) if type(test.ops[0]) is ast.IsNot else (None, None)
+        known, literal_value = _small_literal(default) if default is not None else (False, None)
+        if known and type(kept) is ast.Name and kept.id == tested.id:
+            return tested.id, [literal_value, False]
+    return None
+
+
 def _merge(old: AttrBinding, new: AttrBinding) -> AttrBinding:
     """An attribute assigned on several paths may hold any of the values."""
     same_constant = old.has_constant and new.has_constant and old.constant == new.constant
@@ -2222,7 +2256,8 @@ def _merge(old: AttrBinding, new: AttrBinding) -> AttrBinding:
         old.is_lambda or new.is_lambda,
         old.is_buffer or new.is_buffer,
         old.parameter if old.parameter == new.parameter else None,
-        old.param if old.param == new.param else None,
+        old.param if old.param == new.param and old.fallback == new.fallback else None,
+        old.fallback if old.param == new.param and old.fallback == new.fallback else None,
         old.arguments if old.arguments == new.arguments else None,
     )
 

@@ -2847,3 +2847,38 @@ def test_an_embedding_weight_replaced_by_a_frozen_parameter_is_frozen(flag, expe
         model = TextCNN(torch.randn(100, 8))
     """
     assert findings(body) == expected
+
+
+def test_checkpoint_options_stored_from_a_parameter_or_a_default_dict():
+    """`self.ckpt_kwargs = ckpt_kwargs or {...}`: what each construction leaves it holding decides
+    whether `use_reentrant` reaches the checkpoint (CKPT006 when it does not)."""
+    body = """
+        class Net(nn.Module):
+            def __init__(self, ckpt_kwargs=None):
+                super().__init__()
+                self.ckpt_kwargs = ckpt_kwargs or {"preserve_rng_state": True}
+                self.layer = nn.Linear(8, 8)
+            def forward(self, x):
+                return checkpoint(self.layer, x, **self.ckpt_kwargs)
+        class ExplicitNet(nn.Module):
+            def __init__(self, ckpt_kwargs=None):
+                super().__init__()
+                self.ckpt_kwargs = {"use_reentrant": False} if ckpt_kwargs is None else ckpt_kwargs
+                self.layer = nn.Linear(8, 8)
+            def forward(self, x):
+                return checkpoint(self.layer, x, **self.ckpt_kwargs)
+        class PassedNet(nn.Module):
+            def __init__(self, ckpt_kwargs=None):
+                super().__init__()
+                self.ckpt_kwargs = ckpt_kwargs or {}
+                self.layer = nn.Linear(8, 8)
+            def forward(self, x):
+                return checkpoint(self.layer, x, **self.ckpt_kwargs)
+        Net()(torch.randn(2, 8))
+        ExplicitNet()(torch.randn(2, 8))
+        PassedNet({"use_reentrant": False})(torch.randn(2, 8))
+        """
+    report = lint_text(HEADER + textwrap.dedent(body))
+    assert report.errors == []
+    # Net keeps torch's reentrant default, with data as the input (CKPT001 too).
+    assert {(f.line - HEADER.count("\n"), f.code) for f in report.findings} == {(8, "CKPT006"), (8, "CKPT001")}

@@ -15,6 +15,7 @@ from ckptlint.model.values import (
     SYMBOLIC,
     UNKNOWN,
     Const,
+    Defaulted,
     Derived,
     Grad,
     LocalFunction,
@@ -88,7 +89,10 @@ class Dataflow:
         if binding.constructors or binding.container:
             return held_module(self.index, binding, spelled, holder.qualname, (*within, (holder.qualname, attr)))
         if binding.param is not None:
-            return Param(binding.param, f"{holder.qualname}.__init__", class_qualname)  # what the constructor was handed
+            handed = Param(binding.param, f"{holder.qualname}.__init__", class_qualname)  # what the constructor was handed
+            if binding.fallback is not None:
+                return Defaulted(handed, Const(binding.fallback[0]), binding.fallback[1])  # `ckpt_kwargs or {...}`
+            return handed
         return UNKNOWN
 
     def method(self, class_qualname: str, attr: str) -> Value:

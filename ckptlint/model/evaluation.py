@@ -36,6 +36,7 @@ from ckptlint.model.values import (
     CallOf,
     Const,
     DataSource,
+    Defaulted,
     Derived,
     DictLit,
     Grad,
@@ -219,7 +220,11 @@ class Evaluation:
             return Const(_literal(node.value))  # what `node.evaluated_value` computes
         if branch is cst.Attribute:
             if isinstance(node.value, cst.Name) and node.value.value == "self":
-                return self.self_attribute(node.attr.value)
+                value = self.self_attribute(node.attr.value)
+                if isinstance(value, Defaulted) and isinstance(value.fallback, Const):
+                    # `self.ckpt_kwargs` of `ckpt_kwargs or {...}` in `__init__`: a dict literal's entries, spelled here.
+                    return replace(value, fallback=_literal_value(value.fallback.value, node))
+                return value
             if is_super(node.value) and self.scope.class_qualname and "self" in self.scope.bindings:
                 # `super().__call__` runs this module's own forward; `super().forward` the parent's.
                 if node.attr.value == "__call__":

@@ -45,6 +45,7 @@ from ckptlint.model.values import (
     Unknown,
     Value,
     checkpoint_argument,
+    code,
     defaulted,
     element_of,
     grad_on_some_path,
@@ -242,10 +243,12 @@ class Resolver:
             return site.mode
         torch = self.model.versions.torch
         reentrant = torch_default_reentrant(torch)
+        spread = next((code(a.value) for a in site.call.args if a.star == "**"), None) if isinstance(site.call, cst.Call) else None
         return Mode(
             reentrant,
             FlagStatus.ABSENT,
-            f"no call of `{_short(site.enclosing_function)}` passes `use_reentrant` in its `**` keywords, so torch {torch.text} "
+            f"no value `**{spread}` takes in the project holds `use_reentrant` (every call of `{_short(site.enclosing_function)}`"
+            f"{', every construction of its class' if site.enclosing_class else ''}), so torch {torch.text} "
             f"{'falls back to reentrant mode and only warns' if reentrant else 'uses non-reentrant mode'} (torch version from {torch.source})",
             assumed=torch,
         )

@@ -60,13 +60,17 @@ def recorded_modes(fx, build):
     return model, modes
 
 
-@pytest.mark.parametrize("build, expected", [("Encoder", "omitted"), ("ExplicitEncoder", False)])
-def test_forwarded_kwargs_carry_only_what_the_callers_pass(build, expected, capture_warnings):
+@pytest.mark.parametrize(
+    "build, expected, calls",
+    [("Encoder", "omitted", 3), ("ExplicitEncoder", False, 3), ("StoredOptionsEncoder", "omitted", 2), ("StoredExplicitOptionsEncoder", False, 2)],
+)
+def test_forwarded_kwargs_carry_only_what_the_callers_pass(build, expected, calls, capture_warnings):
+    """Also options stored from the constructor (`ckpt_kwargs or {...}`): the default dict decides."""
     fx = load_fixture("forwarded_kwargs")
     model, modes = recorded_modes(fx, getattr(fx, build))
-    assert modes == [expected] * 3
+    assert modes == [expected] * calls
     implicit = sum(IMPLICIT in text for text in warning_texts(capture_warnings))
-    assert implicit == (3 if expected == "omitted" else 0)
+    assert implicit == (calls if expected == "omitted" else 0)
     # Both train like the model without checkpointing here: the finding is about the implicit mode.
     reference = getattr(fx, build)()
     reference.load_state_dict(model.state_dict())
