@@ -1309,6 +1309,55 @@ CASES = {
         """,
         {(13, "CKPT002")},
     ),
+    "a container the checkpoint call hands in and the function fills escapes; one it builds does not (CKPT007)": (
+        """
+        def record(stats, key, value):
+            stats[key] = value
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 8)
+            def forward(self, x, stats, idx):
+                h = self.fc(x)
+                stats[idx] = h.pow(2).mean()
+                local = {}
+                record(local, idx, h.mean())
+                return h + len(local)
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList([Block() for _ in range(2)])
+            def forward(self, x):
+                stats = {}
+                for i, block in enumerate(self.blocks):
+                    x = checkpoint(block, x, stats, i, use_reentrant=False)
+                return x, sum(stats.values())
+        """,
+        {(10, "CKPT007")},
+    ),
+    "the parts of a built-in layer's tuple output are its tensors (CKPT007)": (
+        """
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+                self.rnn = nn.LSTM(8, 8, batch_first=True)
+            def forward(self, x, stats):
+                out, weights = self.attn(x, x, x)
+                seq, (h, c) = self.rnn(out)
+                stats["attn"] = weights.mean()
+                stats["state"] = c.mean()
+                return seq
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = Block()
+            def forward(self, x):
+                stats = {}
+                return checkpoint(self.block, x, stats, use_reentrant=True), stats
+        """,
+        {(10, "CKPT007"), (11, "CKPT007")},
+    ),
     "what a shared `__init__` stored on self is what constructions of that class passed (CKPT005)": (
         """
         class Encoder(nn.Module):

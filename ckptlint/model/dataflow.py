@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 
 from ckptlint.index import AttrBinding, ClassSummary, ProjectIndex
 from ckptlint.model.construction import object_fields
-from ckptlint.model.torch_knowledge import ACTIVATION_NAMES, BATCH_NORMS, MODEL_OUTPUT_ACTIVATIONS, PARAMETER_FREE_MODULES, PARAMETER_MODULES, PARAMETER_NAMES
+from ckptlint.model.torch_knowledge import ACTIVATION_NAMES, BATCH_NORMS, MODEL_OUTPUT_ACTIVATIONS, PARAMETER_FREE_MODULES, PARAMETER_MODULES, PARAMETER_NAMES, TUPLE_OUTPUTS
 from ckptlint.model.values import (
     SYMBOLIC,
     UNKNOWN,
@@ -18,6 +18,7 @@ from ckptlint.model.values import (
     Defaulted,
     Derived,
     Grad,
+    Items,
     LocalFunction,
     ModuleObject,
     Param,
@@ -166,7 +167,13 @@ class Dataflow:
             output = join_grad(inputs, f"output of `{module.origin}`")
             return replace(output, maybe_tuple=True) if isinstance(output, Tensor) else output
         if verdicts == {True}:
-            return Tensor(Grad.REQUIRED, f"output of `{module.origin}`, which has trainable parameters", maybe_tuple=True)
+            output = Tensor(Grad.REQUIRED, f"output of `{module.origin}`, which has trainable parameters", maybe_tuple=True)
+            shapes = {TUPLE_OUTPUTS.get(c) for c in module.classes}
+            if module.container or len(shapes) != 1 or None in shapes:
+                return output
+            # `out, weights = self.attn(h, h, h)`: each part is such a tensor.
+            part = replace(output, maybe_tuple=False)
+            return Items(tuple(part if count == 1 else Items((part,) * count) for count in shapes.pop()))  # type: ignore[union-attr]
         return UNKNOWN
 
     def frozen(self, owner: Optional[str], module: ModuleObject) -> Optional[str]:

@@ -48,6 +48,13 @@ PARAMETER_NAMES = {
 }  # fmt: skip
 
 CONTAINERS = _names(_NN, "Sequential", "ModuleList", "ModuleDict")
+
+# Built-in layers that return a tuple of float tensors, by its shape: the number of tensors at each
+# position (`out, weights = attn(q, k, v)`; `out, (h, c) = lstm(x)`).
+TUPLE_OUTPUTS: dict[str, tuple[int, ...]] = {
+    **{name: (1, 1) for name in _names(_NN, "MultiheadAttention", "GRU", "RNN")},
+    **{name: (1, 2) for name in _names(_NN, "LSTM")},
+}
 MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
 
 # Functions that create tensors from nothing: never requiring grad unless told to.

@@ -53,8 +53,10 @@ def escapes(model: FileModel, region: Region, stops_early: bool = False) -> Iter
         for effect in facts.global_stores:
             yield part, effect.node, effect.description, False
         for mutation in facts.mutations:
-            if is_cache(mutation.container) or mutation.owner == "param":
+            if is_cache(mutation.container):
                 continue
+            if mutation.owner == "param" and not (part.passed and mutation.container in part.passed and mutation.method != "inplace"):
+                continue  # only a container the checkpoint call hands in (`checkpoint(block, x, stats, i)`) comes from outside
             if mutation.method == "inplace":
                 if mutation.owner == "self" and _is_buffer(part, mutation.container[len("self.") :]):
                     yield part, mutation.node, f"updates the registered buffer `{mutation.container}` in place", False
