@@ -374,6 +374,9 @@ class ModuleSummary:
     # Decorators defined here that run the function they wrap with grad off (`def no_grad_eval(fn):
     # def wrapper(*a, **k): with torch.no_grad(): return fn(*a, **k)`; `return wrapper`).
     grad_off_decorators: tuple[str, ...] = ()
+    # [class, helper of another module] for `model = helper(Net())`: a whole model if the helper
+    # returns what it is handed, else (maybe) a part of what it returns.
+    handed_models: list[list[str]] = field(default_factory=list)
     # Builders whose object is a container built right in the returned call (`return
     # nn.Sequential(nn.Linear(...), nn.Dropout(p))`): the classes it holds.
     builder_contents: dict[str, list[str]] = field(default_factory=dict)
@@ -428,6 +431,7 @@ class ModuleSummary:
             builder_calls=data["builder_calls"],
             grad_off_decorators=tuple(data["grad_off_decorators"]),
             builder_contents=data["builder_contents"],
+            handed_models=data["handed_models"],
             cache_builders=tuple(data["cache_builders"]),
             registry_facts=RegistryFacts(**data["registry_facts"]),
             hook_functions={name: HookSignature(**hook) for name, hook in data["hook_functions"].items()},
@@ -597,6 +601,7 @@ class _Summarizer:
         # Functions of this module that hand back the object they are given (`def freeze(m): ...; return m`),
         # and its functions and plain classes (a model built right in a call of one is a whole model).
         self.pass_through: set[str] = set()
+        self.handed_models: list[list[str]] = []
         self.whole_model_takers: set[str] = set()
         for stmt in _module_level(tree.body):
             if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -648,7 +653,8 @@ class _Summarizer:
             hooks, registrars, self.mode_steps(tree), SITE_TEXT.search(source) is not None, self.constructions,
             _constants(tree, source, self.filled), tuple(sorted(self.module_stores)), self.builder_calls,
             self.grad_off_decorators(tree) if "no_grad" in source or "inference_mode" in source else (),
-            self.builder_contents,
+            builder_contents=self.builder_contents,
+            handed_models=self.handed_models,
         )
 
     def grad_off_decorators(self, tree: ast.Module) -> tuple[str, ...]:
@@ -1778,6 +1784,12 @@ class _Reads:
                             # (nor is each of `student, teacher = Net(), Net()`).
                             values = _assigned_values(node)
                             handed_back.update(id(c) for v in values for c in (v, *_handed_back(summarizer, v)))
+                            for value in values:
+                                # A helper of another module: whether it hands `Net()` back is known once the project is.
+                                handed = _handed_elsewhere(summarizer, value)
+                                if handed is not None:
+                                    handed_back.add(id(value.args[0]))
+                                    summarizer.handed_models.append(handed)
                     elif kind is ast.Call:
                         # `train(Net(), loader)`: a model built for a function of this module is whole, not a part.
                         for built_model, argument in _handed_to_functions(summarizer, node):
@@ -2074,6 +2086,16 @@ def _handed_to_functions(summarizer: "_Summarizer", call: ast.Call) -> Iterator[
         built = _constructed(summarizer, argument) if isinstance(argument, ast.Call) else None
         if built is not None:
             yield built, argument
+
+
+def _handed_elsewhere(summarizer: "_Summarizer", value: ast.Call) -> Optional[list[str]]:
+    """[class, helper] for `model = helper(Net())` with a function-like helper that is not this
+    module's own (`add_activation_checkpointing` imported from the project's `dist.py`)."""
+    helper = summarizer.qualify(value.func) if isinstance(value.func, (ast.Name, ast.Attribute)) else None
+    if helper is None or not _function_like(helper) or helper.startswith(f"{summarizer.module}.") or not value.args or not isinstance(value.args[0], ast.Call):
+        return None
+    built = _constructed(summarizer, value.args[0])
+    return [built, helper] if built is not None else None
 
 
 def _handed_back(summarizer: "_Summarizer", value: ast.Call) -> Iterator[ast.Call]:
@@ -3265,7 +3287,9 @@ class ProjectIndex:
         if self._constructed is None:
             self._constructed = frozenset(
                 self.canonical(ctor) for m in self.modules.values() for c in m.classes.values() for a in c.attrs.values() for ctor in a.constructors
-            ) | frozenset(self.canonical(name) for m in self.modules.values() for name in m.factory_built)
+            ) | frozenset(self.canonical(name) for m in self.modules.values() for name in m.factory_built) | frozenset(
+                self.canonical(cls) for m in self.modules.values() for cls, helper in m.handed_models if (self.returned_parameter(helper, False) or (None,))[0] != 0
+            )
         return self._constructed
 
 

@@ -337,3 +337,88 @@ def test_a_setup_function_without_a_known_model_makes_no_site(project, caller):
     train = "from pkg.model import Net\nfrom pkg.setup import setup_model\nfrom pkg.io import load_model\n\n" + caller + "\n"
     project({"pkg/__init__.py": "", "pkg/io.py": "def load_model():\n    pass\n", "pkg/model.py": MODEL, "pkg/setup.py": setup, "train.py": train})
     assert findings(check()) == []
+
+
+STACK = """\
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class Stem(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = {blocks}
+
+    def forward(self, x):
+        return self.blocks(x)
+"""
+APPLY = """\
+import functools
+
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper
+
+from pkg.model import Block
+
+LAYERS = (Block,)
+reentrant = functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.REENTRANT)
+
+
+def add_checkpointing(model):
+    apply_activation_checkpointing(model, checkpoint_wrapper_fn=reentrant, check_fn=lambda m: isinstance(m, LAYERS))
+    return model
+"""
+
+
+@pytest.mark.parametrize(
+    "blocks, caller, expected",
+    [
+        # A Sequential of wrapped blocks called whole: its first block gets the raw input.
+        ("nn.Sequential(*[Block() for _ in range(2)])", "model = Stack()\nadd_checkpointing(model)", [("pkg/model.py", 28, "CKPT001")]),
+        # Built right in the call of a helper of another module that hands the model back: a whole model.
+        ("nn.Sequential(*[Block() for _ in range(2)])", "model = add_checkpointing(Stack())", [("pkg/model.py", 28, "CKPT001")]),
+        # A trainable stem first: which element comes first is not one wrapped class.
+        ("nn.Sequential(Stem(), *[Block() for _ in range(2)])", "model = add_checkpointing(Stack())", []),
+    ],
+    ids=["sequential", "built in the helper call", "stem first"],
+)
+def test_a_sequential_of_wrapped_blocks_called_whole(project, blocks, caller, expected):
+    train = "from pkg.model import Stack\nfrom pkg.setup import add_checkpointing\n\n" + caller + "\n"
+    project({"pkg/__init__.py": "", "pkg/model.py": STACK.format(blocks=blocks), "pkg/setup.py": APPLY, "train.py": train})
+    assert findings(check()) == expected
+
+
+def test_a_model_built_in_the_call_of_a_helper_that_keeps_it_is_a_part(project):
+    """`model = add_checkpointing(Stack())` of a helper (in another module) that returns a module
+    holding it: the Stack is a submodule of that one, whose forward feeds it."""
+    setup = APPLY.replace("    return model", "    return Classifier(model)") + """
+
+class Classifier(nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.body = body
+
+    def forward(self, x):
+        return self.body(self.proj(x))
+"""
+    setup = "from torch import nn\n" + setup
+    train = "from pkg.model import Stack\nfrom pkg.setup import add_checkpointing\n\nmodel = add_checkpointing(Stack())\n"
+    project({"pkg/__init__.py": "", "pkg/model.py": STACK.format(blocks="nn.Sequential(*[Block() for _ in range(2)])"), "pkg/setup.py": setup, "train.py": train})
+    assert findings(check()) == []

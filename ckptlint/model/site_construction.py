@@ -24,6 +24,7 @@ from ckptlint.model.modes import hf_kwargs_mode
 from ckptlint.model.scope import CallArguments
 from ckptlint.model.shapes import free_names
 from ckptlint.model.sites import ApiKind, CheckpointSite, FlagStatus, Mode
+from ckptlint.model.torch_knowledge import SEQUENTIALS
 from ckptlint.model.values import (
     ELEMENT,
     UNKNOWN,
@@ -380,6 +381,9 @@ class SiteConstruction:
         torch's checkpoint as keywords."""
         # The attribute holding it was assigned a wrapper (whatever the module's class, torch's own too).
         held = self.index.held_wraps(*module.path[-1]) if module.path and module.path[-1][1] != ELEMENT[1] else []
+        if not held and module.container in SEQUENTIALS and len(module.classes) == 1:
+            # `self.blocks(x)` of `nn.Sequential(*[Block(d) for ...])`: the first block gets the input.
+            module = replace(module, container=None, origin=f"{module.origin}[0]")
         if held:
             wraps, found = {}, held
         elif module.container or not module.classes:

@@ -48,6 +48,8 @@ PARAMETER_NAMES = {
 }  # fmt: skip
 
 CONTAINERS = _names(_NN, "Sequential", "ModuleList", "ModuleDict")
+# Containers whose call runs their elements in order, the first one on the input.
+SEQUENTIALS = _names(_NN, "Sequential")
 
 # Built-in layers that return a tuple of float tensors, by its shape: the number of tensors at each
 # position (`out, weights = attn(q, k, v)`; `out, (h, c) = lstm(x)`).

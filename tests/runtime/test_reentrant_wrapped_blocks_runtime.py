@@ -54,6 +54,7 @@ def step_both(build, batch):
         ("build_stem_net", fx.make_batch(), "stem."),
         ("build_by_comprehension", fx.make_batch(), "blocks."),
         ("build_by_check_fn", fx.make_batch(), "blocks."),
+        ("build_sequential", fx.make_batch(), "blocks."),
         ("build_by_indexed_loop", fx.make_tokens(), "layers."),
         ("build_by_policy", fx.make_tokens(), "layers."),
     ],
@@ -68,7 +69,7 @@ def test_reentrant_wrapped_blocks_on_inputs_without_grad_get_no_gradient(build, 
 
 @pytest.mark.parametrize(
     "build, batch",
-    [("build_projected", fx.make_batch()), ("build_gated", fx.make_batch()), ("build_non_reentrant", fx.make_batch())],
+    [("build_projected", fx.make_batch()), ("build_gated", fx.make_batch()), ("build_non_reentrant", fx.make_batch()), ("build_projected_sequential", fx.make_batch())],
 )
 def test_wrapped_blocks_with_an_input_that_requires_grad_or_non_reentrant_are_exact(build, batch):
     got, ref, warned = step_both(build, batch)
