@@ -144,7 +144,7 @@ EVIDENCE = {
     ("distillation_eval.py", 133, "CKPT008"): [r"checkpoint at distillation_eval\.py:117 ran with grad disabled", r"example evaluation_of_flagged_model\(\)"],
     ("distillation_eval.py", 166, "CKPT008"): [r"checkpoint at distillation_eval\.py:158 ran with grad disabled", r"example evaluation_of_switched_model\(\)"],
     ("model_factories.py", 43, "CKPT008"): [r"checkpoint at model_factories\.py:31 ran with grad disabled", r"the checkpoint calls of the model called at line 43"],
-    ("dataclass_configs.py", 51, "CKPT002"): [r"gradient differs"],
+    ("dataclass_configs.py", 53, "CKPT002"): [r"gradient differs"],
     ("stats_arguments.py", 25, "CKPT007"): [r"gradient differs"],
     ("phase_loops.py", 60, "CKPT008"): [r"checkpoint at phase_loops\.py:27 ran with grad disabled", r"the checkpoint calls of the model called at line 60"],
     ("distillation_eval.py", 83, "CKPT008"): [r"checkpoint at distillation_eval\.py:26 ran with grad disabled", r"the checkpoint calls of the model called at line 83"],

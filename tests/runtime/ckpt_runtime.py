@@ -79,6 +79,23 @@ def load_fixture(name: str, transformers_module=None) -> types.ModuleType:
     return module
 
 
+def recording_grad_modes(monkeypatch, module: types.ModuleType, *, everywhere: bool = False) -> types.ModuleType:
+    """`module` with its `checkpoint` recording `torch.is_grad_enabled()` at each call in
+    `module.recorded` before running torch's; `everywhere`: torch's own name too (for checkpoints
+    called as `torch.utils.checkpoint.checkpoint`)."""
+    calls = module.recorded = []
+    real = torch.utils.checkpoint.checkpoint
+
+    def recording(function, *args, **kwargs):
+        calls.append(torch.is_grad_enabled())
+        return real(function, *args, **kwargs)
+
+    monkeypatch.setattr(module, "checkpoint", recording)
+    if everywhere:
+        monkeypatch.setattr(torch.utils.checkpoint, "checkpoint", recording)
+    return module
+
+
 # --- the reference run: checkpoint replaced by a direct call ------------------------------------
 
 

@@ -10,21 +10,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ckpt_runtime import load_fixture  # noqa: E402
+from ckpt_runtime import load_fixture, recording_grad_modes  # noqa: E402
 
 
 @pytest.fixture
 def fx(monkeypatch):
-    module = load_fixture("phase_loops")
-    calls = module.recorded = []
-    real = torch.utils.checkpoint.checkpoint
-
-    def recording(function, *args, **kwargs):
-        calls.append(torch.is_grad_enabled())
-        return real(function, *args, **kwargs)
-
-    monkeypatch.setattr(module, "checkpoint", recording)
-    return module
+    return recording_grad_modes(monkeypatch, load_fixture("phase_loops"))
 
 
 def test_the_val_phase_checkpoints_with_grad_off(fx):

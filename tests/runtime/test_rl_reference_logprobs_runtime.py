@@ -13,23 +13,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ckpt_runtime import load_fixture, real_transformers  # noqa: E402,F401
+from ckpt_runtime import load_fixture, real_transformers, recording_grad_modes  # noqa: E402,F401
 
 pytestmark = pytest.mark.filterwarnings("ignore:`gradient_checkpointing_enable` is deprecated:FutureWarning")
 
 
 @pytest.fixture
 def fx(real_transformers, monkeypatch):  # noqa: F811
-    module = load_fixture("rl_reference_logprobs")
-    calls = module.recorded = []
-    real = torch.utils.checkpoint.checkpoint
-
-    def recording(function, *args, **kwargs):
-        calls.append(torch.is_grad_enabled())
-        return real(function, *args, **kwargs)
-
-    monkeypatch.setattr(module, "checkpoint", recording)
-    return module
+    return recording_grad_modes(monkeypatch, load_fixture("rl_reference_logprobs"))
 
 
 def ids():
