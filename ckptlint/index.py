@@ -187,6 +187,24 @@ class FreezeStep:
     # A Lightning `Trainer.fit` of the object: the callbacks the Trainer holds, as JSON
     # [[constructor, its arguments (`_call_arguments`)], ...] (callee ".fit").
     callbacks: str = ""
+    # For a call: the name texts it passes (a literal list of strings, or a module-level name bound
+    # to one), as JSON {position or keyword: [texts]}; a name predicate over the callee's parameter
+    # (`any(p in name for p in patterns)`) is decided by them.
+    arguments: str = ""
+
+
+def _with_texts(steps: list[FreezeStep], arguments: str, names: list[str]) -> list[FreezeStep]:
+    """A function's steps on a parameter with the name texts a call passes bound into their
+    predicates (`names`: the function's parameters, in order, for positional arguments)."""
+    if not arguments:
+        return steps
+    passed = json.loads(arguments)
+    texts = {name: passed[key] for position, name in enumerate(names) for key in (name, str(position)) if key in passed}
+    return [
+        replace(step, freeze=replace(step.freeze, by_name=tuple([bind_texts(p, texts), becomes] for p, becomes in step.freeze.by_name)))
+        if step.freeze is not None and step.freeze.by_name else step
+        for step in steps
+    ]
 
 
 def _projected(outer: Freeze, attr: str) -> Freeze:
@@ -541,7 +559,7 @@ def _freeze_from_json(data: dict) -> Freeze:
 
 def _steps_from_json(data: list[dict]) -> list[FreezeStep]:
     return [
-        FreezeStep(_freeze_from_json(d["freeze"]) if d["freeze"] is not None else None, d["callee"], d["slot"], d["member"], d["guard"], d["callbacks"])
+        FreezeStep(_freeze_from_json(d["freeze"]) if d["freeze"] is not None else None, d["callee"], d["slot"], d["member"], d["guard"], d["callbacks"], d["arguments"])
         for d in data
     ]
 
@@ -602,6 +620,11 @@ class _Summarizer:
         # and its functions and plain classes (a model built right in a call of one is a whole model).
         self.pass_through: set[str] = set()
         self.handed_models: list[list[str]] = []
+        # Module-level names bound to a literal list or tuple (`FROZEN = ["embed"]`).
+        self.module_lists: dict[str, ast.expr] = {
+            stmt.targets[0].id: stmt.value for stmt in tree.body
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, (ast.List, ast.Tuple))
+        }  # fmt: skip
         self.whole_model_takers: set[str] = set()
         for stmt in _module_level(tree.body):
             if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -844,7 +867,7 @@ class _Summarizer:
                         built.append(made)
             if held and self.may_freeze(stmt, finetuning):
                 for name, steps in held.items():
-                    freeze = _freeze_facts(stmt, name, self.path, finetuning, lists)
+                    freeze = _freeze_facts(stmt, name, self.path, finetuning, lists, frozenset(of_params))
                     if freeze:
                         steps.append(FreezeStep(freeze))
             if type(stmt) is ast.Assign:
@@ -932,7 +955,16 @@ class _Summarizer:
                 if callee is not None and (_function_like(callee) or self.in_this_package(callee)):
                     # A project class handed the object holds it (`Runner(model)`): the step links the
                     # two (`ProjectIndex._freezes_through_holders`); it freezes nothing by itself.
-                    steps[arg.id].append(FreezeStep(callee=callee, slot=slot, member=member))
+                    steps[arg.id].append(FreezeStep(callee=callee, slot=slot, member=member, arguments=self.texts_passed(call)))
+
+    def texts_passed(self, call: ast.Call) -> str:
+        """`FreezeStep.arguments` of a call: the name texts it passes, literally or by a module-level name."""
+        texts = {}
+        for slot, value in [*((str(i), a) for i, a in enumerate(call.args)), *((k.arg, k.value) for k in call.keywords if k.arg)]:
+            found = _strings(self.module_lists.get(value.id, value) if isinstance(value, ast.Name) else value)
+            if found is not None and not isinstance(value, ast.Constant):
+                texts[slot] = found
+        return json.dumps(texts) if texts else ""
 
     def handed_new(self, call: ast.Call, ctors: dict[str, str]) -> Iterator[tuple[str, list[FreezeStep]]]:
         """Objects built right in the arguments of a call (`Trainer(model=build_model())`); a project
@@ -992,7 +1024,7 @@ class _Summarizer:
                     wrap.input_grad_hook = False  # `prepare_model_for_kbit_training(Net())`
                 return callee, [*made[1], FreezeStep(wrap), *steps]
             if type(inner) is ast.Call and _function_like(callee) and self.project_callee(func):
-                steps.insert(0, FreezeStep(callee=callee, slot="0"))
+                steps.insert(0, FreezeStep(callee=callee, slot="0", arguments=self.texts_passed(value)))
                 value = inner
                 continue
             return callee, steps
@@ -1377,12 +1409,15 @@ def _frozen_table(value: ast.AST) -> Optional[bool]:
 
 
 def _freeze_facts(
-    scope: ast.AST, base: str, path: str, finetuning: frozenset[str] = frozenset(), lists: Optional[dict[str, list[ast.expr]]] = None
+    scope: ast.AST, base: str, path: str, finetuning: frozenset[str] = frozenset(), lists: Optional[dict[str, list[ast.expr]]] = None,
+    params: frozenset[str] = frozenset(),
 ) -> Freeze:
     """Freezing applied to `base` (`self` or a variable) anywhere in `scope`, in source order.
     `finetuning`: the receivers (`self`, `BaseFinetuning`) whose `freeze(...)` is Lightning's.
-    `lists`: local names bound to a literal list or tuple before `scope` (`stem = [self.conv1, self.bn1]`)."""
+    `lists`: local names bound to a literal list or tuple before `scope` (`stem = [self.conv1, self.bn1]`).
+    `params`: the enclosing function's parameters (name texts a predicate may take from its callers)."""
     facts = _FreezeFacts(base, path, finetuning)
+    facts.params = params
     facts.lists.update(lists or {})
     for node in in_source_order(scope):
         facts.visit(node)
@@ -1409,6 +1444,7 @@ class _FreezeFacts:
     def __init__(self, base: str, path: str, finetuning: frozenset[str] = frozenset()) -> None:
         self.base = base
         self.finetuning = finetuning
+        self.params: frozenset[str] = frozenset()
         self.freeze = Freeze(path=path)
         self.path = path
         # Loop variable -> (the module whose parameters it walks, the name variable of `named_parameters()`).
@@ -1558,7 +1594,7 @@ class _FreezeFacts:
         both = lambda more: more if condition is None else ["and", condition, more]  # noqa: E731
         for stmt in body:
             if isinstance(stmt, ast.If):
-                test = _name_predicate(stmt.test, name)
+                test = _name_predicate(stmt.test, name, self.params)
                 self.condition_body(stmt.body, both(test), name)
                 self.condition_body(stmt.orelse, both(["not", test]), name)
                 if stmt.body and isinstance(stmt.body[-1], (ast.Continue, ast.Break, ast.Return)) and not stmt.orelse:
@@ -1582,7 +1618,7 @@ class _FreezeFacts:
         if known and isinstance(flag, bool):
             self.record(module, not flag, lineno, condition)
             return
-        predicate = _name_predicate(value, name)
+        predicate = _name_predicate(value, name, self.params)
         if predicate[0] == "unknown":
             self.record(module, None, lineno, condition)
         elif condition is None:
@@ -1598,35 +1634,59 @@ _ALWAYS = ["in", ""]
 _UNKNOWN = ["unknown"]
 
 
-def _name_predicate(test: ast.AST, name: Optional[str]) -> list:
+def _name_predicate(test: ast.AST, name: Optional[str], params: frozenset[str] = frozenset()) -> list:
     """A condition on a parameter's name (`"lora" in n`, `n.startswith(("head", "fc"))`, `not ...`,
-    `and`/`or`, `any(k in n for k in ("a", "b"))`) as a predicate; ["unknown"] for anything else."""
+    `and`/`or`, `any(k in n for k in ("a", "b"))`) as a predicate; ["unknown"] for anything else.
+    Texts a parameter of the enclosing function holds (`any(p in n for p in patterns)`) are
+    ["texts", kind, parameter] until a call binds them (`bind_texts`)."""
     if name is None:
         return _UNKNOWN
     is_name = lambda node: isinstance(node, ast.Name) and node.id == name  # noqa: E731
+
+    def any_of(kind: str, node: ast.AST) -> Optional[list]:
+        texts = _strings(node)
+        if texts is not None:
+            return ["or", *([kind, t] for t in texts)]
+        held = _texts_parameter(node, params)
+        return ["texts", kind, held] if held is not None else None
+
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return ["not", _name_predicate(test.operand, name)]
+        return ["not", _name_predicate(test.operand, name, params)]
     if isinstance(test, ast.BoolOp):
-        return ["and" if isinstance(test.op, ast.And) else "or", *(_name_predicate(v, name) for v in test.values)]
+        return ["and" if isinstance(test.op, ast.And) else "or", *(_name_predicate(v, name, params) for v in test.values)]
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and is_name(test.comparators[0]) and isinstance(test.ops[0], (ast.In, ast.NotIn)):
         known, text = literal(test.left)
         if known and isinstance(text, str):
             return ["in", text] if isinstance(test.ops[0], ast.In) else ["not", ["in", text]]
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and is_name(test.func.value) and test.func.attr in ("startswith", "endswith") and len(test.args) == 1:
-        texts = _strings(test.args[0])
-        if texts is not None:
-            return ["or", *([test.func.attr, t] for t in texts)]
+        found = any_of(test.func.attr, test.args[0])
+        if found is not None:
+            return found
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "any" and len(test.args) == 1:
         generator = test.args[0]
         if isinstance(generator, (ast.GeneratorExp, ast.ListComp)) and len(generator.generators) == 1:
-            loop = generator.generators[0]
-            texts = _strings(loop.iter)
-            element = generator.elt
-            if texts is not None and not loop.ifs and isinstance(loop.target, ast.Name) and isinstance(element, ast.Compare):
-                if len(element.ops) == 1 and isinstance(element.ops[0], ast.In) and is_name(element.comparators[0]):
-                    if isinstance(element.left, ast.Name) and element.left.id == loop.target.id:
-                        return ["or", *(["in", t] for t in texts)]
+            loop, element = generator.generators[0], generator.elt
+            if not loop.ifs and isinstance(loop.target, ast.Name) and isinstance(element, ast.Compare) and len(element.ops) == 1:
+                if isinstance(element.ops[0], ast.In) and is_name(element.comparators[0]) and isinstance(element.left, ast.Name) and element.left.id == loop.target.id:
+                    return any_of("in", loop.iter) or _UNKNOWN
     return _UNKNOWN
+
+
+def _texts_parameter(node: ast.AST, params: frozenset[str]) -> Optional[str]:
+    """The parameter `patterns` of `patterns`, `tuple(patterns)` or `list(patterns)`."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("tuple", "list", "set") and len(node.args) == 1 and not node.keywords:
+        node = node.args[0]
+    return node.id if isinstance(node, ast.Name) and node.id in params else None
+
+
+def bind_texts(predicate: list, texts: dict[str, list[str]]) -> list:
+    """`predicate` with each ["texts", kind, parameter] a call passes texts for made an `or` of them."""
+    if predicate[0] == "texts":
+        given = texts.get(predicate[2])
+        return ["or", *([predicate[1], t] for t in given)] if given is not None else predicate
+    if predicate[0] in ("not", "and", "or"):
+        return [predicate[0], *(bind_texts(p, texts) for p in predicate[1:])]
+    return predicate
 
 
 def _strings(node: ast.AST) -> Optional[list[str]]:
@@ -2773,7 +2833,7 @@ class ProjectIndex:
     def _call_effect(self, step: FreezeStep, owner: Optional[str], depth: int) -> tuple[Freeze, frozenset[str]]:
         """What a call handed an object of class `owner` does to it (memoised; bounded; nothing for a
         call that recurses into itself or a callee outside the project)."""
-        key = (step.callee, step.slot, step.member, owner, step.callbacks)
+        key = (step.callee, step.slot, step.member, owner, step.callbacks, step.arguments)
         found = self._call_effects.get(key)
         if found is None:
             self._call_effects[key] = _NO_FREEZE
@@ -2815,7 +2875,9 @@ class ProjectIndex:
         params = module.param_freezes.get(rest) if module is not None else None
         names = list(params or ())
         name = step.slot if step.slot in names else names[int(step.slot)] if step.slot.isdigit() and int(step.slot) < len(names) else None
-        return self._fold(params[name], owner, depth) if params and name else _NO_FREEZE
+        if not params or not name:
+            return _NO_FREEZE
+        return self._fold(_with_texts(params[name], step.arguments, names), owner, depth)
 
     def _fit_effect(self, callbacks: list, owner: str, depth: int) -> tuple[Freeze, frozenset[str]]:
         """What a Lightning Trainer holding `callbacks` does to the module of class `owner` it fits,

@@ -267,3 +267,57 @@ def test_the_caller_of_a_factory_method_hooks_the_inputs_first():
     assert report.errors == [] and [f.code for f in report.findings if f.code == "CKPT005"] == []
     unhooked = lint_text(source.replace("model.enable_input_require_grads()\n", ""), transformers="4.57")
     assert [f.code for f in unhooked.findings if f.code == "CKPT005"] == ["CKPT005"]
+
+
+PATTERN_HELPER = '''
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+FROZEN = ["embed"]
+
+
+def freeze_params(model, patterns):
+    for name, param in model.named_parameters():
+        {test}
+            param.requires_grad = False
+    return model
+
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(10, 8)
+        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, ids):
+        h = self.embed(ids)
+        for block in self.blocks:
+            h = checkpoint(block, h, use_reentrant=True)
+        return self.head(h)
+
+
+model = Tagger()
+freeze_params(model, {patterns})
+'''
+
+
+@pytest.mark.parametrize(
+    "test, patterns, expected",
+    [
+        # The names the caller hands the helper select the embedding.
+        ("if any(p in name for p in patterns):", '["embed"]', True),
+        ("if any(p in name for p in patterns):", "FROZEN", True),
+        ("if name.startswith(tuple(patterns)):", '("embed",)', True),
+        ("if name.startswith(tuple(patterns)):", "patterns=('embed.',)", True),
+        # Only the head, or names the analysis cannot see.
+        ("if any(p in name for p in patterns):", '["head"]', False),
+        ("if any(p in name for p in patterns):", "load_patterns()", False),
+    ],
+)
+def test_a_helper_freezes_the_names_its_caller_hands_it(test, patterns, expected):
+    source = PATTERN_HELPER.replace("{test}", test).replace("{patterns}", patterns)
+    report = lint_text(source)
+    assert report.errors == []
+    assert [f.code for f in report.findings if f.code == "CKPT005"] == (["CKPT005"] if expected else [])

@@ -315,7 +315,7 @@ LOOK_ALIKES = [
     ("frozen_upstream.py", "HookedLoraClassifier", "checkpoint(", "CKPT005"),
     *(("freezes_anywhere.py", name, "checkpoint(", "CKPT005") for name in (
         "HeadFrozenTagger", "ThawedTagger", "HookedTagger", "LockedTaggerNonReentrant", "HeadPredicateTagger", "SubmoduleHeadFrozenTagger",
-        "BareHelperHeadFrozenTagger", "TrainableTableTagger",
+        "BareHelperHeadFrozenTagger", "TrainableTableTagger", "PatternHeadFrozenTagger",
     )),
     ("frozen_stages.py", "ConvFrozenStem", "checkpoint(", "CKPT005"),
     ("frozen_stages.py", "FrozenBackboneProbe", "checkpoint_sequential(", "CKPT001"),
