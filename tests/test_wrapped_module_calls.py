@@ -339,29 +339,8 @@ def test_a_setup_function_without_a_known_model_makes_no_site(project, caller):
     assert findings(check()) == []
 
 
-STACK = """\
-from torch import nn
-
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(4, 4)
-
-    def forward(self, x):
-        return self.fc(x)
-
-
-class Stem(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(4, 4)
-
-    def forward(self, x):
-        return self.fc(x)
-
-
-class Stack(nn.Module):
+# MODEL's Block and a stack that calls its blocks as one module.
+STACK = MODEL.split("class Net")[0].replace("{", "{{").replace("}", "}}") + """class Stack(nn.Module):
     def __init__(self):
         super().__init__()
         self.blocks = {blocks}
@@ -390,11 +369,11 @@ def add_checkpointing(model):
     "blocks, caller, expected",
     [
         # A Sequential of wrapped blocks called whole: its first block gets the raw input.
-        ("nn.Sequential(*[Block() for _ in range(2)])", "model = Stack()\nadd_checkpointing(model)", [("pkg/model.py", 28, "CKPT001")]),
+        ("nn.Sequential(*[Block() for _ in range(2)])", "model = Stack()\nadd_checkpointing(model)", [("pkg/model.py", 19, "CKPT001")]),
         # Built right in the call of a helper of another module that hands the model back: a whole model.
-        ("nn.Sequential(*[Block() for _ in range(2)])", "model = add_checkpointing(Stack())", [("pkg/model.py", 28, "CKPT001")]),
-        # A trainable stem first: which element comes first is not one wrapped class.
-        ("nn.Sequential(Stem(), *[Block() for _ in range(2)])", "model = add_checkpointing(Stack())", []),
+        ("nn.Sequential(*[Block() for _ in range(2)])", "model = add_checkpointing(Stack())", [("pkg/model.py", 19, "CKPT001")]),
+        # A trainable layer first: the elements are not all one wrapped class.
+        ("nn.Sequential(nn.Linear(4, 4), *[Block() for _ in range(2)])", "model = add_checkpointing(Stack())", []),
     ],
     ids=["sequential", "built in the helper call", "stem first"],
 )
