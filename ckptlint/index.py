@@ -23,6 +23,7 @@ from ckptlint.model.apis import (
     HF_CHECKPOINT_FUNC_ATTR,
     HF_GC_LAYER,
     HF_TRAINERS,
+    HF_TRAINING_ARGUMENTS,
     KNOWN_APIS,
     LIGHTNING_MODULES,
     NO_GRAD_CONTEXTS,
@@ -786,7 +787,8 @@ class _Summarizer:
             forwarded = definition.args.kwarg.arg if definition is not None and definition.args.kwarg is not None else None
             matches = isinstance(made, ast.Call) and self.qualify(made.func) == made_ctor[0]
             arguments = _call_arguments(made, frozenset(params), forwarded) if matches else None  # type: ignore[arg-type]
-            if arguments is not None and definition is not None and any(d[0] == "param" or d[0] == "kwargs" for d in arguments.values()):
+            training = made_ctor[0] in HF_TRAINING_ARGUMENTS  # its keywords, literal or not, reach the Trainer
+            if arguments is not None and definition is not None and (training or any(d[0] == "param" or d[0] == "kwargs" for d in arguments.values())):
                 self.builder_calls[function] = [*_signature(definition, skip_self=False), arguments]
         if function and _returns_cached_model(body, returned, made):
             self.cache_builders.append(function)
@@ -2016,7 +2018,7 @@ def _call_arguments(call: ast.Call, init_params: frozenset[str], forwarded: Opti
         return None
 
     def described(node: ast.AST) -> list:
-        known, value = literal(node)
+        known, value = literal(node) if not isinstance(node, ast.Dict) else _small_literal(node)  # `{"use_reentrant": True}` too
         if known:
             return ["const", value]
         if isinstance(node, ast.Name) and node.id in init_params:

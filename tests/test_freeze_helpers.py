@@ -321,3 +321,44 @@ def test_a_helper_freezes_the_names_its_caller_hands_it(test, patterns, expected
     report = lint_text(source)
     assert report.errors == []
     assert [f.code for f in report.findings if f.code == "CKPT005"] == (["CKPT005"] if expected else [])
+
+
+ARGUMENTS_MODULE = '''
+from transformers import TrainingArguments
+
+
+def make_training_args(output_dir, checkpointing=True):
+    return TrainingArguments(output_dir=output_dir, gradient_checkpointing=checkpointing{kwargs})
+'''
+TRAINING_SCRIPT = '''
+from transformers import Trainer, ViTConfig, ViTForImageClassification
+
+from pkg.arguments import make_training_args
+
+
+def main():
+    model = ViTForImageClassification(ViTConfig(image_size=8, patch_size=4, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32))
+    model.vit.embeddings.requires_grad_(False)
+    Trainer(model=model, args={arguments}).train()
+'''
+
+
+@pytest.mark.parametrize(
+    "kwargs, arguments, expected",
+    [
+        # TrainingArguments built by a helper of another module: its checkpointing reaches the Trainer.
+        ("", 'make_training_args("out")', [("pkg/train.py", 10, "CKPT005")]),
+        (', gradient_checkpointing_kwargs={"use_reentrant": True}', 'make_training_args("out")', [("pkg/train.py", 10, "CKPT005")]),
+        # Off for this call, or non-reentrant.
+        ("", 'make_training_args("out", checkpointing=False)', []),
+        (', gradient_checkpointing_kwargs={"use_reentrant": False}', 'make_training_args("out")', []),
+    ],
+)
+def test_training_arguments_built_in_another_module(project, kwargs, arguments, expected):
+    project({
+        "pyproject.toml": '[project]\nname = "pkg"\n', "pkg/__init__.py": "",
+        "pkg/arguments.py": ARGUMENTS_MODULE.replace("{kwargs}", kwargs), "pkg/train.py": TRAINING_SCRIPT.replace("{arguments}", arguments),
+    })  # fmt: skip
+    result = CliRunner().invoke(main, [".", "--format", "json", "--no-cache", "--transformers-version", "4.57"])
+    found = [(f["path"], f["line"], f["code"]) for f in json.loads(result.stdout)["findings"] if f["code"] == "CKPT005"]
+    assert found == expected

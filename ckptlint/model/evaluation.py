@@ -82,11 +82,11 @@ def _literal(text: str) -> object:
 _ELSEWHERE = cst.Name("partial_of_another_module")
 
 
-def _literal_value(value: object, node: cst.BaseExpression) -> Value:
+def literal_value(value: object, node: cst.BaseExpression) -> Value:
     if isinstance(value, dict):
-        return DictLit({k: _literal_value(v, node) for k, v in value.items()}, True, node)
+        return DictLit({k: literal_value(v, node) for k, v in value.items()}, True, node)
     if isinstance(value, list):
-        return Items(tuple(_literal_value(v, node) for v in value))
+        return Items(tuple(literal_value(v, node) for v in value))
     return Const(value)
 
 
@@ -135,10 +135,10 @@ def _called_method(call: cst.Call) -> Optional[str]:
 def _passed(function: FunctionFacts, call: cst.Call, param: str) -> tuple[bool, Optional[cst.BaseExpression]]:
     """(known, the expression `call` passes for `param` of a module-level `function`, None when it
     is not passed); not known behind `*args`/`**kwargs`."""
-    return _passed_to(function.params, function.keyword_only, call, param)
+    return passed_to(function.params, function.keyword_only, call, param)
 
 
-def _passed_to(params: Sequence[str], keyword_only: Sequence[str], call: cst.Call, param: str) -> tuple[bool, Optional[cst.BaseExpression]]:
+def passed_to(params: Sequence[str], keyword_only: Sequence[str], call: cst.Call, param: str) -> tuple[bool, Optional[cst.BaseExpression]]:
     """`_passed` for a function known by its parameters (in order) and its keyword-only ones."""
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == param:
@@ -197,7 +197,7 @@ class Evaluation:
         if isinstance(value, Partial) and value.node is _ELSEWHERE:
             return replace(value, node=node)
         found = self.index.constant(value.qualname) if isinstance(value, Ref) else None
-        return _literal_value(found[0], node) if found is not None else value
+        return literal_value(found[0], node) if found is not None else value
 
     def self_attribute(self, attr: str) -> Value:
         owner = self.scope.class_qualname
@@ -223,7 +223,7 @@ class Evaluation:
                 value = self.self_attribute(node.attr.value)
                 if isinstance(value, Defaulted) and isinstance(value.fallback, Const):
                     # `self.ckpt_kwargs` of `ckpt_kwargs or {...}` in `__init__`: a dict literal's entries, spelled here.
-                    return replace(value, fallback=_literal_value(value.fallback.value, node))
+                    return replace(value, fallback=literal_value(value.fallback.value, node))
                 return value
             if is_super(node.value) and self.scope.class_qualname and "self" in self.scope.bindings:
                 # `super().__call__` runs this module's own forward; `super().forward` the parent's.
@@ -404,7 +404,7 @@ class Evaluation:
         ctor, (params, defaults, passed) = found
 
         def handed(name: str) -> tuple:
-            _, expression = _passed_to(params, (), call, name)
+            _, expression = passed_to(params, (), call, name)
             if expression is not None:
                 return _described(self.evaluate(expression))
             return ("const", defaults[name]) if name in defaults else ("?",)

@@ -5,7 +5,7 @@ TrainingArguments; the mode and RNG setting each one runs with."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import libcst as cst
 
@@ -14,11 +14,13 @@ from ckptlint.model.apis import (
     CHECKPOINT_WRAPPER,
     CONTROL_KEYWORDS,
     HF_ENABLE_METHODS,
+    HF_TRAINING_ARGUMENTS,
     HF_TRAINING_FLAGS,
     KNOWN_APIS,
     WRAP_POLICY_CLASSES,
     CheckpointApi,
 )
+from ckptlint.model.evaluation import literal_value, passed_to
 from ckptlint.model.model_states import model_key
 from ckptlint.model.modes import hf_kwargs_mode
 from ckptlint.model.scope import CallArguments
@@ -456,13 +458,43 @@ class SiteConstruction:
 
     def training_arguments_site(self, node: cst.Call) -> Optional[CheckpointSite]:
         arguments = self.arguments(node.args)
+        return self.training_site(node, lambda name: arguments.keywords[name][:2] if name in arguments.keywords else None)
+
+    def built_training_arguments_site(self, node: cst.Call, builder: str) -> Optional[CheckpointSite]:
+        """`args=make_training_args("out")` of a project function (in another file, say) that returns
+        `TrainingArguments(...)`: a site at this call, with the keywords the function passes (its
+        parameters as this call fills them, else their defaults)."""
+        found = self.index.builder_call(builder)
+        if found is None or found[0] not in HF_TRAINING_ARGUMENTS or any(a.star for a in node.args):
+            return None
+        _, (params, defaults, passed) = found
+
+        def keyword(name: str) -> Optional[tuple[Value, cst.CSTNode]]:
+            described = passed.get(name)
+            if described is None:
+                return None
+            if described[0] == "param" and described[1] in params:
+                _, expression = passed_to(params, (), node, described[1])
+                if expression is not None:
+                    return self.evaluate(expression), node
+                return (literal_value(defaults[described[1]], node) if described[1] in defaults else UNKNOWN), node
+            return (literal_value(described[1], node) if described[0] == "const" else UNKNOWN), node
+
+        site = self.training_site(node, keyword)
+        if site is not None:
+            site.notes.append(f"the TrainingArguments are built by `{builder.rsplit('.', 1)[-1]}` ({builder})")
+        return site
+
+    def training_site(self, node: cst.Call, keyword: Callable[[str], Optional[tuple[Value, Optional[cst.CSTNode]]]]) -> Optional[CheckpointSite]:
+        """A TrainingArguments site from what each keyword holds (`keyword(name)`: value and node, None when not passed)."""
         for flag, kwargs_keyword in HF_TRAINING_FLAGS.items():
-            if flag not in arguments.keywords:
+            given = keyword(flag)
+            if given is None:
                 continue
-            enabled, flag_node, _ = arguments.keywords[flag]
+            enabled, flag_node = given
             if enabled == Const(False) or enabled == Const(None):
                 continue
-            value, kwargs_node = (arguments.keywords[kwargs_keyword][:2] if kwargs_keyword in arguments.keywords else (Const(None), None))
+            value, kwargs_node = keyword(kwargs_keyword) or (Const(None), None)
             # transformers >= 5.0's Trainer turns an empty dict into None (`gc_kwargs or None`).
             empty_means_none = not transformers_default_reentrant(self.versions.transformers)
             mode = hf_kwargs_mode(value, kwargs_node, kwargs_keyword, self.versions, empty_means_none)

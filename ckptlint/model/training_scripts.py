@@ -233,6 +233,10 @@ class TrainingScriptFacts:
         if isinstance(training, Instance) and training.ctor in self.functions:
             training = self.functions[training.ctor].returns  # `Trainer(model, make_arguments())`
         site = next((s for s in self.sites if s.kind is ApiKind.HF_TRAINING_ARGS and isinstance(training, Instance) and s.call is training.node), None)
+        if site is None and isinstance(training, Instance) and isinstance(args, cst.Call) and training.node is args:
+            site = self.built_training_arguments_site(args, training.ctor)  # `args=make_training_args("out")`
+            if site is not None:
+                self.sites.append(site)
         if site is None:
             return None
         if site.receiver is None:
