@@ -393,6 +393,8 @@ class ModuleSummary:
     # Decorators defined here that run the function they wrap with grad off (`def no_grad_eval(fn):
     # def wrapper(*a, **k): with torch.no_grad(): return fn(*a, **k)`; `return wrapper`).
     grad_off_decorators: tuple[str, ...] = ()
+    # Functions that return the closure they define (`create_custom_forward`).
+    closure_factories: tuple[str, ...] = ()
     # [class, helper of another module] for `model = helper(Net())`: a whole model if the helper
     # returns what it is handed, else (maybe) a part of what it returns.
     handed_models: list[list[str]] = field(default_factory=list)
@@ -451,6 +453,7 @@ class ModuleSummary:
             grad_off_decorators=tuple(data["grad_off_decorators"]),
             builder_contents=data["builder_contents"],
             handed_models=data["handed_models"],
+            closure_factories=tuple(data["closure_factories"]),
             cache_builders=tuple(data["cache_builders"]),
             registry_facts=RegistryFacts(**data["registry_facts"]),
             hook_functions={name: HookSignature(**hook) for name, hook in data["hook_functions"].items()},
@@ -651,6 +654,7 @@ class _Summarizer:
         self.builders: dict[str, str] = {}
         self.builder_calls: dict[str, list] = {}
         self.builder_contents: dict[str, list[str]] = {}
+        self.closure_factories: list[str] = []
         self.cache_builders: list[str] = []
         self.constructions: dict[str, list[Optional[dict[str, list]]]] = {}
         for stmt in _module_level(tree.body):
@@ -679,6 +683,7 @@ class _Summarizer:
             self.grad_off_decorators(tree) if "no_grad" in source or "inference_mode" in source else (),
             builder_contents=self.builder_contents,
             handed_models=self.handed_models,
+            closure_factories=tuple(self.closure_factories),
         )
 
     def grad_off_decorators(self, tree: ast.Module) -> tuple[str, ...]:
@@ -792,6 +797,8 @@ class _Summarizer:
                 self.builder_calls[function] = [*_signature(definition, skip_self=False), arguments]
         if function and _returns_cached_model(body, returned, made):
             self.cache_builders.append(function)
+        if function and returned and any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == returned for s in body):
+            self.closure_factories.append(function)  # `def create_custom_forward(module): def custom_forward(*inputs): ...; return custom_forward`
         for ctor, built in instances:
             # An object a project function built, even with nothing done to it here: the function
             # may be a builder that froze it (`model = build_model()` then training it).
@@ -2777,6 +2784,11 @@ class ProjectIndex:
         if not classes or any(c is None or self.class_(c) is None for c in classes):
             return None
         return tuple(dict.fromkeys(classes))  # type: ignore[arg-type]
+
+    def returns_closure(self, function: str) -> bool:
+        """Whether a project function returns the closure it defines (`ModuleSummary.closure_factories`)."""
+        module, name = self.split(self.canonical(function))
+        return module is not None and name in module.closure_factories
 
     def returns_cached_model(self, function: str) -> bool:
         """Whether a project function returns a model built with caching switched on."""

@@ -6,10 +6,14 @@ use_reentrant explicitly or is about it), so both misses and false positives fai
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
+from click.testing import CliRunner
 from conftest import lint_text
+
+from ckptlint.cli import main
 
 from ckptlint.config import Settings
 from ckptlint.engine import lint
@@ -2931,3 +2935,73 @@ def test_checkpoint_options_stored_from_a_parameter_or_a_default_dict():
     assert report.errors == []
     # Net keeps torch's reentrant default, with data as the input (CKPT001 too).
     assert {(f.line - HEADER.count("\n"), f.code) for f in report.findings} == {(8, "CKPT006"), (8, "CKPT001")}
+
+
+FACTORY = """
+def create_custom_forward(module, **extra):
+    def custom_forward(*inputs):
+        return module(*inputs, **extra)
+
+    return custom_forward
+
+
+def conditioned(core, cond):
+    def run(h):
+        return core(h, cond)
+
+    return run
+"""
+LAYERS = """
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from {factories} import conditioned, create_custom_forward
+
+
+class Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, memory=None):
+        return self.fc(x) + (memory if memory is not None else 0)
+
+
+class Decoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Linear(4, 4)
+        self.layers = nn.ModuleList([Layer() for _ in range(2)])
+
+    def forward(self, src, h):
+        memory = self.encoder(src)
+        for layer in self.layers:
+            h = checkpoint({closure}, h, use_reentrant=True)
+        return h
+"""
+
+
+@pytest.mark.parametrize(
+    "closure, expected",
+    [
+        # Keywords a factory binds through `**extra`, or positional arguments it closes over.
+        ("create_custom_forward(layer, memory=memory)", True),
+        ("conditioned(layer, memory)", True),
+        # What the closure captures needs no grad.
+        ("create_custom_forward(layer)", False),
+        ("conditioned(layer, None)", False),
+    ],
+)
+@pytest.mark.parametrize("factories", ["same file", "another file"])
+def test_closure_factories_capture_what_their_calls_pass(project, closure, expected, factories):
+    """`create_custom_forward(layer, memory=memory)` closes over the grad-carrying memory: under
+    reentrant checkpointing it is not a checkpoint input (CKPT003), wherever the factory lives."""
+    if factories == "same file":
+        files = {"pkg/__init__.py": "", "pkg/model.py": LAYERS.replace("from {factories} import conditioned, create_custom_forward\n", FACTORY)}
+    else:
+        files = {"pkg/__init__.py": "", "pkg/factories.py": FACTORY, "pkg/model.py": LAYERS.replace("{factories}", "pkg.factories")}
+    files["pkg/model.py"] = files["pkg/model.py"].replace("{closure}", closure)
+    project({"pyproject.toml": '[project]\nname = "pkg"\n', **files})
+    report = CliRunner().invoke(main, [".", "--format", "json", "--no-cache", "--select", "CKPT003"])
+    assert [f["code"] for f in json.loads(report.stdout)["findings"]] == (["CKPT003"] if expected else [])

@@ -373,6 +373,8 @@ class Evaluation:
             built = self.built_by_builder(func.qualname, node)
             if built is not None:
                 return built
+            if func.qualname not in self.functions and self.index.returns_closure(func.qualname):
+                return self.loaded(func.qualname, node)  # another file's closure factory: resolved with its summary
             inputs = [self.evaluate(a.value) for a in node.args if not a.star]
             if any(isinstance(v, Tensor) for v in inputs):
                 # A tensor, but maybe a mask built from an input's shape: whether it needs grad is open.
@@ -474,9 +476,14 @@ class Evaluation:
         if any(a.star for a in call.args) or len(positional) > len(params):
             return None
         bound = {p: self.evaluate(a.value) for p, a in zip(params, positional)}
-        bound.update((a.keyword.value, self.evaluate(a.value)) for a in call.args if a.keyword)
+        bound.update((a.keyword.value, self.evaluate(a.value)) for a in call.args if a.keyword and a.keyword.value in params)
+        star_star = factory.node.params.star_kwarg  # type: ignore[union-attr]
+        if isinstance(star_star, cst.Param):
+            # `def create_custom_forward(module, **extra)`: the keywords it does not name.
+            extra = [a for a in call.args if a.keyword and a.keyword.value not in params]
+            bound[star_star.name.value] = self.dict_from_arguments(call, extra)
         # The factory's own locals are not known here; its parameters are what this call passes.
-        closure = tuple((name, bound.get(name, UNKNOWN)) for name in sorted({*params, *bound_names(factory.node.body)}))  # type: ignore[union-attr]
+        closure = tuple((name, bound.get(name, UNKNOWN)) for name in sorted({*params, *bound, *bound_names(factory.node.body)}))  # type: ignore[union-attr]
         return LocalFunction(f"{factory.qualname}.{inner.name.value}", inner, closure)
 
     def loaded(self, qualname: str, node: cst.Call) -> Instance:

@@ -20,6 +20,7 @@ from ckptlint.model.dataflow import Dataflow, entry_value, tensor_attribute
 from ckptlint.model.apis import CONTROL_KEYWORDS, HF_ENABLE_METHODS, KNOWN_APIS
 from ckptlint.model.sites import ApiKind, CallRecord, CheckpointSite, FlagStatus, FunctionFacts, Mode, ModelHandOff, WrapperCall
 from ckptlint.model.modes import hf_kwargs_mode
+from ckptlint.model.shapes import free_names
 from ckptlint.versions import torch_default_reentrant, transformers_default_reentrant
 from ckptlint.model.values import (
     SYMBOLIC,
@@ -157,6 +158,10 @@ class Resolver:
         if site.forwarded:
             return replace(site, **changes) if changes else site
         function = self.value(site.function) if site.function is not None else None
+        made = self.factory_closure(function) if isinstance(function, Instance) and not site.captured else None
+        if made is not None:
+            function, captured = made  # `checkpoint(create_custom_forward(layer, memory=h), ...)` of another file's factory
+            site = replace(site, captured=captured)
         if function is not site.function:
             changes["function"] = function
             if isinstance(function, ModuleObject):
@@ -170,6 +175,25 @@ class Resolver:
             changes["keyword_values"] = tuple(self.value(v) for v in site.keyword_values)
             changes["captured"] = {name: self.value(v) for name, v in site.captured.items()}
         return replace(site, **changes) if changes else site
+
+    def factory_closure(self, made: Instance) -> Optional[tuple[LocalFunction, dict[str, Value]]]:
+        """What a call of a project function (of another file: this file's own are read where they
+        are called) that returns the closure it defines hands back: that closure, and what it
+        captures of the factory's parameters, bound to the call's arguments (`**extra` to the
+        keywords the factory does not name)."""
+        facts = self.facts(made.ctor)
+        closure = facts.returns if facts is not None else None
+        if not (isinstance(closure, LocalFunction) and isinstance(closure.node, cst.FunctionDef)):
+            return None
+        call = next((c for c in self.model.calls.get(made.ctor, ()) if c.node is made.node), None)
+        if call is None:
+            return None
+        inner = closure.node.params
+        own = {p.name.value for p in (*inner.params, *inner.kwonly_params, *inner.posonly_params)}
+        own |= {p.name.value for p in (inner.star_arg, inner.star_kwarg) if isinstance(p, cst.Param)}
+        params = {*facts.params, *(p for p in (facts.star, facts.star_star) if p)}
+        captured = {name: self.value(bind(facts, call, name)) for name in sorted((free_names(closure.node.body) - own) & params)}
+        return closure, {name: value for name, value in captured.items() if not isinstance(value, Unknown)}
 
     def loaded_by_init(self, module: ModuleObject) -> dict:
         """`self.model = AutoModel...from_pretrained(name)` in an `__init__` handed `name`: the held

@@ -147,6 +147,11 @@ class GradTensorNotPositional(Rule):
                     return
         elif isinstance(function, (Lambda, LocalFunction)):
             for name, value in site.captured.items():
+                if not needs_grad(value):
+                    # `**extra` holding `memory=memory`: a tensor inside what it captures.
+                    inside = value.entries if isinstance(value, DictLit) else dict(enumerate(value.values)) if isinstance(value, Items) else {}
+                    key, value = next(((k, v) for k, v in inside.items() if needs_grad(v)), (None, value))
+                    name = f"{name}[{key!r}]" if key is not None else name
                 if needs_grad(value):
                     kind = "lambda" if isinstance(function, Lambda) else f"closure `{function.qualname.rsplit('.', 1)[-1]}`"
                     yield Diagnostic(
