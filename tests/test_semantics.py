@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 from click.testing import CliRunner
-from conftest import lint_text
+from conftest import FIXTURES, lint_text
 
 from ckptlint.cli import main
 
@@ -2937,20 +2937,8 @@ def test_checkpoint_options_stored_from_a_parameter_or_a_default_dict():
     assert {(f.line - HEADER.count("\n"), f.code) for f in report.findings} == {(8, "CKPT006"), (8, "CKPT001")}
 
 
-FACTORY = """
-def create_custom_forward(module, **extra):
-    def custom_forward(*inputs):
-        return module(*inputs, **extra)
-
-    return custom_forward
-
-
-def conditioned(core, cond):
-    def run(h):
-        return core(h, cond)
-
-    return run
-"""
+# The closure factories of fixtures/crossfile/closure_factories.
+FACTORY = (FIXTURES / "crossfile" / "closure_factories" / "factories.py").read_text()
 LAYERS = """
 import torch
 from torch import nn
