@@ -784,15 +784,15 @@ class _Summarizer:
             self.param_freezes[function] = {p: steps[p] for p in params}
         returned = _returned_name(body)
         made = _built_as(body, returned) if function and returned else None
-        if made is not None and (made_ctor := self.constructed(made)) is not None:
-            self.builders[function] = made_ctor[0]
-            if made_ctor[0] in CONTAINERS and isinstance(made, ast.Call) and self.qualify(made.func) == made_ctor[0]:
-                self.builder_contents[function] = list(dict.fromkeys(self.constructors(made, {})))
+        ctor = self.note_builder(function, made)
+        if ctor is not None:
+            matches = isinstance(made, ast.Call) and self.qualify(made.func) == ctor
+            if ctor in CONTAINERS and matches:
+                self.builder_contents[function] = list(dict.fromkeys(self.constructors(made, {})))  # type: ignore[arg-type]
             definition = self.function_nodes.get(function)
             forwarded = definition.args.kwarg.arg if definition is not None and definition.args.kwarg is not None else None
-            matches = isinstance(made, ast.Call) and self.qualify(made.func) == made_ctor[0]
             arguments = _call_arguments(made, frozenset(params), forwarded) if matches else None  # type: ignore[arg-type]
-            training = made_ctor[0] in HF_TRAINING_ARGUMENTS  # its keywords, literal or not, reach the Trainer
+            training = ctor in HF_TRAINING_ARGUMENTS  # its keywords, literal or not, reach the Trainer
             if arguments is not None and definition is not None and (training or any(d[0] == "param" or d[0] == "kwargs" for d in arguments.values())):
                 self.builder_calls[function] = [*_signature(definition, skip_self=False), arguments]
         if function and _returns_cached_model(body, returned, made):
@@ -802,8 +802,17 @@ class _Summarizer:
         for ctor, built in instances:
             # An object a project function built, even with nothing done to it here: the function
             # may be a builder that froze it (`model = build_model()` then training it).
-            if built or _function_like(ctor) and ctor not in KNOWN_APIS and not ctor.startswith(_NOT_WRAPPERS):
+            if built or _function_like(ctor) and self.project_callee_name(ctor):
                 self.instance_freezes[instance_key(function, ctor)] = built
+
+    def note_builder(self, function: str, made: Optional[ast.expr]) -> Optional[str]:
+        """A function (or "Class.method") whose body ends by returning `made`, an object it
+        constructs, is a builder of that constructor (`builders`): returns the constructor."""
+        made_ctor = self.constructed(made) if made is not None else None
+        if made_ctor is None:
+            return None
+        self.builders[function] = made_ctor[0]
+        return made_ctor[0]
 
     def object_steps(
         self, body: list[ast.stmt], params: Iterable[str], track: bool = False, methods: frozenset[str] = frozenset(), owner: str = "",
@@ -1139,9 +1148,7 @@ class _Summarizer:
                 if built:
                     self.instance_freezes[instance_key(function, ctor)] = built
             returned = _returned_name(body)
-            made = _built_as(body, returned) if returned else None
-            if made is not None and (made_ctor := self.constructed(made)) is not None:
-                self.builders[function] = made_ctor[0]
+            self.note_builder(function, _built_as(body, returned) if returned else None)
             return steps
         steps: dict[str, list[FreezeStep]] = {p: [] for p in params}
         for guard, body in segments:

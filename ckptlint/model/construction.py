@@ -66,12 +66,17 @@ def resolve(described: tuple, context: Optional[Context]) -> Optional[Const]:
     return None
 
 
+def post_initialised(index: "ProjectIndex", cls: str) -> bool:
+    """Whether the class or a base defines `__post_init__`, which may change any field."""
+    return any(index.class_(name) is not None and "__post_init__" in index.class_(name).methods for name in index.ancestors(cls))  # type: ignore[union-attr]
+
+
 def object_fields(index: "ProjectIndex", cls: str, arguments: Optional[Arguments]) -> dict[str, Const]:
     """The attributes a project object built with these (literal) arguments visibly holds: a
     dataclass-style class's class-level defaults overridden by keywords, or what its `__init__`
     stores from its parameters (`self.dropout = dropout`); assignments after construction win.
     A `__post_init__` may change any field: then nothing is known."""
-    if arguments is None or any(index.class_(name) is not None and "__post_init__" in index.class_(name).methods for name in index.ancestors(cls)):
+    if arguments is None or post_initialised(index, cls):
         return {}
     given = dict(arguments)
     fields: dict[str, Const] = {}

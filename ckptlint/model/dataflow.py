@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Optional, Sequence
 
 from ckptlint.index import AttrBinding, ClassSummary, ProjectIndex
-from ckptlint.model.construction import object_fields
+from ckptlint.model.construction import object_fields, post_initialised
 from ckptlint.model.torch_knowledge import ACTIVATION_NAMES, BATCH_NORMS, MODEL_OUTPUT_ACTIVATIONS, PARAMETER_FREE_MODULES, PARAMETER_MODULES, PARAMETER_NAMES, TUPLE_OUTPUTS
 from ckptlint.model.values import (
     SYMBOLIC,
@@ -130,7 +130,7 @@ class Dataflow:
         given = dict(config.arguments or ())
         described = given.get(f".{attr}", given.get(attr))
         cls = config.classes[0]
-        if any(self.index.class_(name) is not None and "__post_init__" in self.index.class_(name).methods for name in self.index.ancestors(cls)):
+        if post_initialised(self.index, cls):
             return UNKNOWN
         if described is None:
             return UNKNOWN if any(key.startswith("#") or key == "**" for key in given) else None
