@@ -5,6 +5,18 @@ were most of that time."""
 from __future__ import annotations
 
 import ast
+from typing import Union
+
+Literal = Union[bool, int, float, str, None]
+
+
+def literal(node: ast.AST) -> tuple[bool, Literal]:
+    """(True, value) for a literal number, string, bool or None (`-1` too); (False, None) otherwise."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (bool, int, float, str, type(None))):
+        return True, node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) and type(node.operand.value) in (int, float):
+        return True, -node.operand.value
+    return False, None
 
 
 def in_source_order(node: ast.AST) -> list[ast.AST]:

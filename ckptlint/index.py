@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
-from ckptlint.ast_nodes import in_source_order, nodes
+from ckptlint.ast_nodes import Literal, in_source_order, literal, nodes
 from ckptlint.model.apis import (
     AUTOGRAD_FUNCTIONS,
     CHECKPOINT_WRAPPER,
@@ -30,7 +30,8 @@ from ckptlint.model.apis import (
     RNG_RESTORERS,
 )
 from ckptlint.model import lightning_callbacks as lightning
-from ckptlint.model.construction import object_fields, passed
+from ckptlint.model.construction import Context, object_fields, passed
+from ckptlint.model.construction_tests import guarded, holds
 from ckptlint.model.lightning_callbacks import TRAINERS as LIGHTNING_TRAINERS, epoch_guard
 from ckptlint.model.sites import ApiKind
 from ckptlint.model.torch_knowledge import MODULE_BASES, MODULE_SELF_METHODS, PARAMETER_NAMES
@@ -42,7 +43,6 @@ from ckptlint.site_text import SITE_TEXT, at_word_start
 from ckptlint.syntax import check_future_imports
 from ckptlint.wrapped_modules import ActivationWrap, activation_wraps
 
-Literal = Union[bool, int, float, str, None]
 CONTAINERS = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"})
 PARTIAL = frozenset({"functools.partial"})
 PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
@@ -192,6 +192,9 @@ class FreezeStep:
     # to one), as JSON {position or keyword: [texts]}; a name predicate over the callee's parameter
     # (`any(p in name for p in patterns)`) is decided by them.
     arguments: str = ""
+    # Run only for the constructions of the object's class that make this test true (see
+    # ckptlint/model/construction_tests.py): `if freeze_embed:` in `__init__`.
+    condition: Optional[list] = None
 
 
 def _with_texts(steps: list[FreezeStep], arguments: str, names: list[str]) -> list[FreezeStep]:
@@ -563,7 +566,7 @@ def _freeze_from_json(data: dict) -> Freeze:
 
 def _steps_from_json(data: list[dict]) -> list[FreezeStep]:
     return [
-        FreezeStep(_freeze_from_json(d["freeze"]) if d["freeze"] is not None else None, d["callee"], d["slot"], d["member"], d["guard"], d["callbacks"], d["arguments"])
+        FreezeStep(_freeze_from_json(d["freeze"]) if d["freeze"] is not None else None, d["callee"], d["slot"], d["member"], d["guard"], d["callbacks"], d["arguments"], d["condition"])
         for d in data
     ]
 
@@ -575,12 +578,6 @@ def dotted(node: ast.AST) -> Optional[str]:
         base = dotted(node.value)
         return f"{base}.{node.attr}" if base else None
     return None
-
-
-def literal(node: ast.AST) -> tuple[bool, Literal]:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (bool, int, float, str, type(None))):
-        return True, node.value
-    return False, None
 
 
 class _Summarizer:
@@ -816,12 +813,14 @@ class _Summarizer:
 
     def object_steps(
         self, body: list[ast.stmt], params: Iterable[str], track: bool = False, methods: frozenset[str] = frozenset(), owner: str = "",
-        finetuning: Optional[frozenset[str]] = None,
+        finetuning: Optional[frozenset[str]] = None, init_params: frozenset[str] = frozenset(),
     ) -> tuple[dict[str, list[FreezeStep]], list[tuple[str, list[FreezeStep]]]]:
         """In source order, the freezing written out on each parameter and the calls that may freeze
         it (handed to a project function, a method called on it, a Lightning Trainer fitting it),
         until the name is rebound. With `track`, the same for each object built here: (constructor,
-        steps) per object. `finetuning`: see `_freeze_facts` (the module's own spellings by default)."""
+        steps) per object. `finetuning`: see `_freeze_facts` (the module's own spellings by default).
+        In a method of `owner`, steps on `self` under an `if` on its construction (`init_params`: those
+        of `__init__`, when this is it) carry that test."""
         finetuning = self.finetuning_receivers if finetuning is None else finetuning
         held: dict[str, list[FreezeStep]] = {name: [] for name in params}  # names still holding their object
         of_params = dict(held)
@@ -831,7 +830,8 @@ class _Summarizer:
         wrapped: set[int] = set()  # PEFT calls already applied where their result is assigned
         callbacks = _TrainerCallbacks(self)
         lists: dict[str, list[ast.expr]] = {}  # names bound to a literal list or tuple, for loops over them
-        for stmt in body:
+        for stmt, condition in guarded(body, owner, init_params):
+            before = len(held["self"]) if condition and "self" in held else None
             for node in in_source_order(stmt):
                 if type(node) is ast.Call:
                     wrap = self.peft_effect(node, held, ctors) if id(node) not in wrapped else None
@@ -888,6 +888,8 @@ class _Summarizer:
                     freeze = _freeze_facts(stmt, name, self.path, finetuning, lists, frozenset(of_params))
                     if freeze:
                         steps.append(FreezeStep(freeze))
+            if before is not None and "self" in held:
+                held["self"][before:] = [replace(step, condition=condition) for step in held["self"][before:]]
             if type(stmt) is ast.Assign:
                 _bind_local_list(stmt, lists)
         built.extend((ctor, found[name]) for name, ctor in ctors.items())
@@ -1140,7 +1142,8 @@ class _Summarizer:
                 segments.append((["not", guard], stmt.orelse))
         if len(segments) <= 1 and not (segments and segments[0][0]):
             body = _returning_a_name(method.body)
-            steps, instances = self.object_steps(body, params, track=True, methods=own, owner=owner, finetuning=finetuning)
+            init_params = frozenset(params) - {"self"} if method.name == "__init__" else frozenset()
+            steps, instances = self.object_steps(body, params, track=True, methods=own, owner=owner, finetuning=finetuning, init_params=init_params)
             # Objects the method builds (`model = AutoModel...from_pretrained(...)` in `Builder.build`):
             # what it does to them, as for a top-level function's; one it returns makes it a builder.
             function = f"{owner.rsplit('.', 1)[-1]}.{method.name}"
@@ -2394,6 +2397,9 @@ class ProjectIndex:
         self._constructed: Optional[frozenset[str]] = None
         self._models: Optional[frozenset[str]] = None
         self._constructions: Optional[dict[str, list[Optional[dict[str, list]]]]] = None
+        self._submodule_bindings: Optional[dict[str, list[tuple[str, AttrBinding]]]] = None
+        self._factory_built: Optional[frozenset[str]] = None
+        self._init_values: dict[tuple[str, int], Context] = {}
         self._registries: dict[str, Optional[tuple[str, ...]]] = {}
         self._registry_names: Optional[frozenset[str]] = None
         self._holding: Optional[dict[str, list[str]]] = None
@@ -2558,12 +2564,7 @@ class ProjectIndex:
         the literals every construction the project's script code spells agrees on, defaults filled
         in. None when nothing builds the class, something builds it as a submodule (its parent then
         tells), or it has project subclasses (an instance may be one of those)."""
-        if self._constructions is None:
-            self._constructions = {}
-            for m in self.modules.values():
-                for name, calls in m.constructions.items():
-                    self._constructions.setdefault(self.canonical(name), []).extend(calls)
-        calls = self._constructions.get(class_qualname)
+        calls = self.script_constructions(class_qualname)
         if not calls or class_qualname in self.constructed_classes() or self.subclasses(class_qualname):
             return None
         agreed: Optional[dict] = None
@@ -2573,6 +2574,77 @@ class ProjectIndex:
                 return None
             agreed = known if agreed is None else {name: value for name, value in agreed.items() if known.get(name) == value}
         return agreed
+
+    def script_constructions(self, class_qualname: str) -> list[Optional[dict[str, list]]]:
+        """The arguments of each construction of the class in script code (`ModuleSummary.constructions`)."""
+        if self._constructions is None:
+            self._constructions = {}
+            for m in self.modules.values():
+                for name, calls in m.constructions.items():
+                    self._constructions.setdefault(self.canonical(name), []).extend(calls)
+        return self._constructions.get(class_qualname, [])
+
+    def submodule_bindings(self, class_qualname: str) -> list[tuple[str, AttrBinding]]:
+        """(holder class, binding) of each attribute some class's `__init__` builds the class into."""
+        if self._submodule_bindings is None:
+            self._submodule_bindings = {}
+            for m in self.modules.values():
+                for c in m.classes.values():
+                    for binding in c.attrs.values():
+                        for ctor in binding.constructors:
+                            self._submodule_bindings.setdefault(self.canonical(ctor), []).append((c.qualname, binding))
+        return self._submodule_bindings.get(class_qualname, [])
+
+    def factory_built_classes(self) -> frozenset[str]:
+        """Classes helper functions build or pass around (`ModuleSummary.factory_built`)."""
+        if self._factory_built is None:
+            self._factory_built = frozenset(self.canonical(name) for m in self.modules.values() for name in m.factory_built)
+        return self._factory_built
+
+    def construction_value(self, class_qualname: str, operand: list) -> Optional[tuple[object]]:
+        """(value,) of a construction test's operand (`construction_tests`) in every instance of the
+        class: a parameter of its `__init__`, or a flag that `__init__` stores from one or sets to a
+        literal; None when the constructions disagree or do not show it."""
+        if operand[0] == "self":
+            holder = self.attribute_holder(class_qualname, operand[1])
+            binding = holder.attrs[operand[1]] if holder is not None else None
+            if binding is None:
+                return None
+            if binding.has_constant:
+                return (binding.constant,)
+            if binding.param is None:
+                return None
+            operand = ["init", holder.qualname, binding.param]
+        signature = self.init_signature(class_qualname)
+        if operand[0] != "init" or signature is None or signature.qualname != operand[1]:
+            return None  # a subclass's own `__init__` may pass anything on
+        value = self.init_values(class_qualname).get(operand[2])
+        return (value.value,) if value is not None else None
+
+    def init_values(self, class_qualname: str, depth: int = 0) -> Context:
+        """The literals `__init__`'s parameters hold in every instance of the class the project
+        builds: what each construction passes (a submodule's, in its holder's instances), defaults
+        filled in; only those all agree on. Empty when something may build it out of view (a
+        factory, a registry, a project subclass) or nothing builds it."""
+        key = (class_qualname, depth)
+        if key in self._init_values:
+            return self._init_values[key]
+        self._init_values[key] = {}
+        if depth > _MAX_FREEZE_DEPTH or self.subclasses(class_qualname) or class_qualname in self.factory_built_classes():
+            return {}
+        contexts: list[Optional[dict]] = [
+            passed(self, class_qualname, arguments, None) if arguments is not None else None for arguments in self.script_constructions(class_qualname)
+        ]
+        for holder, binding in self.submodule_bindings(class_qualname):
+            context = self.init_values(holder, depth + 1)
+            contexts.append(passed(self, class_qualname, binding.arguments, context) if binding.arguments is not None else None)
+        agreed: Optional[dict] = None
+        for known in contexts:
+            if known is None:
+                return {}
+            agreed = known if agreed is None else {name: value for name, value in agreed.items() if known.get(name) == value}
+        self._init_values[key] = agreed or {}
+        return self._init_values[key]
 
     def flag_setters(self, class_qualname: str, method: str) -> Optional[dict[str, list]]:
         """The flags the method (as the class resolves it) sets on every path (`ClassSummary.flag_setters`);
@@ -2843,6 +2915,8 @@ class ProjectIndex:
         """The freezing of an object of class `owner` after `steps`, and the files whose lines it cites."""
         freeze, paths = start or Freeze(), set()
         for step in steps:
+            if step.condition is not None and owner is not None and holds(step.condition, lambda operand: self.construction_value(owner, operand)) is False:
+                continue  # `if freeze_embed:` with every construction leaving it off
             if step.freeze is not None:
                 part, cited = step.freeze, frozenset([step.freeze.path] if step.freeze.line else [])
             else:
@@ -3370,7 +3444,7 @@ class ProjectIndex:
         if self._constructed is None:
             self._constructed = frozenset(
                 self.canonical(ctor) for m in self.modules.values() for c in m.classes.values() for a in c.attrs.values() for ctor in a.constructors
-            ) | frozenset(self.canonical(name) for m in self.modules.values() for name in m.factory_built) | frozenset(
+            ) | self.factory_built_classes() | frozenset(
                 self.canonical(cls) for m in self.modules.values() for cls, helper in m.handed_models if (self.returned_parameter(helper, False) or (None,))[0] != 0
             )
         return self._constructed

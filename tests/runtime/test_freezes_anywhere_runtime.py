@@ -1,7 +1,8 @@
 """Freezing outside `__init__` (helpers, `lock()`, name predicates, chained constructors) at runtime.
 
 FINDINGS 5P1: a frozen embedding in front of reentrant checkpoints leaves the checkpointed blocks
-with `.grad = None` while the head still trains. It does not matter where the freezing happened:
+with `.grad = None` while the head still trains. It does not matter where the freezing happened,
+or that a test on the constructor's arguments decides it (mmdet's `frozen_stages`):
 the look-alikes (a frozen head, a predicate that matches only the head, an input-grad hook,
 non-reentrant mode, unfreezing before training) train exactly like the model without checkpointing.
 """
@@ -40,7 +41,7 @@ def run_both(build):
 @pytest.mark.parametrize(
     "build",
     ["build_helper_frozen", "build_locked", "build_adapter_only", "build_embed_predicate", "build_chained", "build_submodule_frozen", "build_bare_helper_frozen",
-     "build_pretrained_table", "build_pattern_frozen"],
+     "build_pretrained_table", "build_pattern_frozen", "build_frozen_stem"],
 )
 def test_blocks_behind_an_embedding_frozen_anywhere_get_no_gradient(build, capture_warnings):
     got, ref = run_both(build)
@@ -55,7 +56,7 @@ def test_blocks_behind_an_embedding_frozen_anywhere_get_no_gradient(build, captu
     "build",
     [
         "build_head_frozen", "build_thawed", "build_hooked", "build_locked_non_reentrant", "build_head_predicate", "build_submodule_head_frozen",
-        "build_bare_helper_head_frozen", "build_trainable_table", "build_pattern_head_frozen",
+        "build_bare_helper_head_frozen", "build_trainable_table", "build_pattern_head_frozen", "build_trainable_stem",
     ],  # fmt: skip
 )
 def test_look_alikes_train_like_the_model_without_checkpointing(build, capture_warnings):

@@ -1,0 +1,97 @@
+"""Tests on what a construction decides: an `if` in `__init__` (or a method of the class) on a
+constructor parameter or on a flag `__init__` stores from one (`if freeze_embed:`,
+`if self.frozen_stages >= 0:`). Code under such a test runs only for the constructions whose
+arguments, or the defaults, make it true.
+
+A test is kept as JSON: ["init", class, parameter] / ["self", attribute] (the operand), ["const",
+literal], a comparison [operator, left, right], ["not", test], ["and" | "or", tests...]; the
+operand is truth-tested when it stands alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from typing import Callable, Iterator, Optional
+
+from ckptlint.ast_nodes import literal
+
+_COMPARISONS: dict[type, tuple[str, Callable[[object, object], bool]]] = {
+    ast.Eq: ("==", operator.eq), ast.NotEq: ("!=", operator.ne), ast.Lt: ("<", operator.lt), ast.LtE: ("<=", operator.le),
+    ast.Gt: (">", operator.gt), ast.GtE: (">=", operator.ge), ast.Is: ("is", operator.is_), ast.IsNot: ("is not", operator.is_not),
+}
+_OPERATIONS = dict(_COMPARISONS.values())
+
+# An operand's value: (value,) when known, None when not.
+Lookup = Callable[[list], Optional[tuple[object]]]
+
+
+def construction_test(test: ast.expr, owner: str, init_params: frozenset[str]) -> Optional[list]:
+    """`test` as a test on the construction of `owner`'s instances (its `__init__` parameters
+    `init_params` when the code is in `__init__`, its `self.` flags anywhere); None when it reads
+    anything else."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = construction_test(test.operand, owner, init_params)
+        return ["not", inner] if inner is not None else None
+    if isinstance(test, ast.BoolOp):
+        parts = [construction_test(v, owner, init_params) for v in test.values]
+        return ["and" if isinstance(test.op, ast.And) else "or", *parts] if all(p is not None for p in parts) else None  # type: ignore[list-item]
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARISONS:
+        left, right = _operand(test.left, owner, init_params), _operand(test.comparators[0], owner, init_params)
+        if left is None or right is None or left[0] == right[0] == "const":
+            return None
+        return [_COMPARISONS[type(test.ops[0])][0], left, right]
+    found = _operand(test, owner, init_params)
+    return found if found is not None and found[0] != "const" else None
+
+
+def _operand(node: ast.expr, owner: str, init_params: frozenset[str]) -> Optional[list]:
+    known, value = literal(node)
+    if known:
+        return ["const", value]
+    if isinstance(node, ast.Name) and node.id in init_params:
+        return ["init", owner, node.id]
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return ["self", node.attr]
+    return None
+
+
+def guarded(body: list[ast.stmt], owner: str, init_params: frozenset[str], outer: Optional[list] = None) -> Iterator[tuple[ast.stmt, Optional[list]]]:
+    """The statements of `body` with the construction test each runs under: the branches of an
+    `if` on the construction stand for its statements, each under its test (or its negation)."""
+    for stmt in body:
+        test = construction_test(stmt.test, owner, init_params) if owner and isinstance(stmt, ast.If) else None
+        if test is None:
+            yield stmt, outer
+            continue
+        yield from guarded(stmt.body, owner, init_params, test if outer is None else ["and", outer, test])
+        negated = ["not", test]
+        yield from guarded(stmt.orelse, owner, init_params, negated if outer is None else ["and", outer, negated])
+
+
+def holds(test: list, lookup: Lookup) -> Optional[bool]:
+    """Whether `test` holds once `lookup` gives its operands' values; None when that cannot be told."""
+    kind = test[0]
+    if kind == "not":
+        inner = holds(test[1], lookup)
+        return None if inner is None else not inner
+    if kind in ("and", "or"):
+        results = [holds(t, lookup) for t in test[1:]]
+        decisive = kind == "or"  # one true decides `or`, one false decides `and`
+        if decisive in results:
+            return decisive
+        return None if None in results else not decisive
+    if kind in _OPERATIONS:
+        left, right = _value(test[1], lookup), _value(test[2], lookup)
+        if left is None or right is None:
+            return None
+        try:
+            return bool(_OPERATIONS[kind](left[0], right[0]))
+        except TypeError:
+            return None
+    value = _value(test, lookup)
+    return bool(value[0]) if value is not None else None
+
+
+def _value(operand: list, lookup: Lookup) -> Optional[tuple[object]]:
+    return (operand[1],) if operand[0] == "const" else lookup(operand)

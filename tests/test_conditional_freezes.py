@@ -1,0 +1,85 @@
+"""Freezing under an `if` on a constructor parameter or on the flag `__init__` stores from one
+(`if freeze_embed:`, `if self.frozen_stages >= 0:` in mmdet's `_freeze_stages`): it happens
+only for the constructions whose arguments (or the defaults) make the test true (CKPT005).
+
+Measured in tests/runtime/test_freezes_anywhere_runtime.py (fixtures/freezes_anywhere.py):
+built with the flag off, the embedding stays trainable and the checkpointed layers get gradients.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from conftest import lint_text
+
+TAGGER = '''
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Tagger(nn.Module):
+    def __init__(self, vocab=100, dim=16, freeze_embed=False, frozen_stages=-1):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.frozen_stages = frozen_stages
+        {freeze}
+        self.layers = nn.ModuleList([nn.Linear(dim, dim) for _ in range(2)])
+        self._freeze_stages()
+
+    def _freeze_stages(self):
+        {stages}
+
+    def forward(self, ids):
+        h = self.embed(ids)
+        for layer in self.layers:
+            h = checkpoint(layer, h, use_reentrant=True)
+        return h
+'''
+
+ON_FLAG = "if freeze_embed:\n            self.embed.requires_grad_(False)"
+UNLESS_FLAG = "if not freeze_embed:\n            pass\n        else:\n            self.embed.weight.requires_grad = False"
+ON_STAGES = "if self.frozen_stages >= 0:\n            self.embed.eval()\n            for p in self.embed.parameters():\n                p.requires_grad = False"
+
+
+def ckpt005(freeze: str, stages: str, script: str) -> bool:
+    source = TAGGER.format(freeze=freeze, stages=stages) + textwrap.dedent(script)
+    report = lint_text(source)
+    assert report.errors == []
+    return any(f.code == "CKPT005" for f in report.findings)
+
+
+@pytest.mark.parametrize(
+    "freeze, stages, script, expected",
+    [
+        # The flag's default leaves the embedding trainable, and no construction turns it on.
+        (ON_FLAG, "pass", "model = Tagger()\n", False),
+        (UNLESS_FLAG, "pass", "model = Tagger()\n", False),
+        (ON_FLAG, "pass", "model = Tagger(freeze_embed=True)\n", True),
+        (UNLESS_FLAG, "pass", "model = Tagger(100, 16, True)\n", True),
+        # Constructions that disagree: it is frozen in one of them.
+        (ON_FLAG, "pass", "model = Tagger()\nother = Tagger(freeze_embed=True)\n", True),
+        # mmdet's `_freeze_stages`, called by `__init__`, reads the flag `__init__` stored.
+        ("pass", ON_STAGES, "model = Tagger()\n", False),
+        ("pass", ON_STAGES, "model = Tagger(frozen_stages=0)\n", True),
+        ("pass", ON_STAGES, "model = Tagger(frozen_stages=2)\n", True),
+        # Built as a submodule: the holder's construction decides.
+        (
+            "pass", ON_STAGES,
+            "class Detector(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.backbone = Tagger(frozen_stages=-1)\n\n"
+            "    def forward(self, ids):\n        return self.backbone(ids)\n\n\nmodel = Detector()\n",
+            False,
+        ),
+        (
+            "pass", ON_STAGES,
+            "class Detector(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.backbone = Tagger(frozen_stages=1)\n\n"
+            "    def forward(self, ids):\n        return self.backbone(ids)\n\n\nmodel = Detector()\n",
+            True,
+        ),
+        # A value the code does not show: as before, the freeze counts.
+        (ON_FLAG, "pass", "import sys\nmodel = Tagger(freeze_embed=len(sys.argv) > 1)\n", True),
+    ],
+)
+def test_freezing_under_a_test_on_the_constructor_arguments(freeze, stages, script, expected):
+    assert ckpt005(freeze, stages, script) is expected
