@@ -169,7 +169,7 @@ def plans_for(job: dict[str, Any], module: types.ModuleType, device: str, exampl
     plans: list[Callable[[], Plan]] = []
     if usage.get("main") and not job.get("method"):
         plans.append(lambda: _script_plan(job, module))
-        if job["kind"] == "function" and not usage.get("main_path"):
+        if job["kind"] == "class" or not usage.get("main_path"):
             plans.append(lambda: _main_model_plan(job, module, device))
     if job["kind"] == "function" and job.get("trains"):
         plans.append(lambda: Plan(*script.make_function_run(module, job["path"], qualname, job.get("steps", 1)), fallible=True))
@@ -216,7 +216,12 @@ def _script_plan(job: dict[str, Any], module: types.ModuleType) -> Plan:
 def _main_model_plan(job: dict[str, Any], module: types.ModuleType, device: str) -> Plan:
     """The main stops on its own before a backward (its data is not there): the model it built and
     set up by then, run on synthesised inputs."""
-    left = script.model_left_by_main(module, job["path"], job.get("source"), job["qualname"] if job["kind"] == "class" else "")
+    main_path = (job.get("usage") or {}).get("main_path")
+    if main_path:
+        # The main lives in another project file (a training script building the target class).
+        left = script.model_left_by_main(import_file(main_path, definitions_only=usage.flat_script(main_path)), main_path, None, job["qualname"])
+    else:
+        left = script.model_left_by_main(module, job["path"], job.get("source"), job["qualname"] if job["kind"] == "class" else "")
     if left is None:
         raise CannotRun("the file has no main to run")
     ab.seed_everything()

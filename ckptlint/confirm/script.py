@@ -249,8 +249,14 @@ def model_left_by_main(module: types.ModuleType, path: str, source: Optional[str
         def stop(*args: Any, **kwargs: Any) -> None:
             raise EndOfRun()
 
-        argv, original = sys.argv, torch.autograd.backward
+        def keep_locals(frame: types.FrameType, event: str, arg: Any) -> None:
+            # A `main()` that returns normally (its data loop was empty) takes its model with it.
+            if event == "return" and frame.f_back is not None and frame.f_back.f_code is code:
+                scopes.append(dict(frame.f_locals))
+
+        argv, original, profile = sys.argv, torch.autograd.backward, sys.getprofile()
         sys.argv, torch.autograd.backward = [path], stop
+        sys.setprofile(keep_locals)
         try:
             exec(code, namespace)
         except BaseException as error:
@@ -264,6 +270,7 @@ def model_left_by_main(module: types.ModuleType, path: str, source: Optional[str
                     scopes.append(dict(trace.tb_frame.f_locals))
                 trace = trace.tb_next
         finally:
+            sys.setprofile(profile)
             sys.argv, torch.autograd.backward = argv, original
         model, variable = _model_in([*reversed(scopes), namespace], class_name)
         return model, variable, stopped

@@ -279,6 +279,7 @@ def main():
     args = parser.parse_args()
     model = TinyLM(vocab_size=50, dim=16, depth=2)
     model.load_state_dict(torch.load("base.pt"))
+    model.embed.weight.data.copy_(torch.load("embeddings.pt"))
     only_adapters_train(model)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
     for ids in torch.load(args.data):
@@ -294,15 +295,21 @@ if __name__ == "__main__":
 def test_the_projects_setup_of_a_fresh_model_is_replayed_when_its_main_cannot_run(tmp_path):
     """The main needs command-line arguments and data files, so the model is built from its
     construction site; the freeze the main applies right after building it runs too (the load of
-    a missing checkpoint is skipped and named), so the frozen-upstream symptom shows."""
+    a missing checkpoint keeps the initial weights, and the evidence says so), so the
+    frozen-upstream symptom shows."""
     path = tmp_path / "adapters.py"
     path.write_text(SETUP_IN_MAIN)
     found = finding(path, line_in(path, "TinyLM", "checkpoint("), "CKPT005")
     confirmation = confirm_all([found], examples=[])[found]
     assert confirmation.verdict == "confirmed", confirmation
     ran = next(line for line in confirmation.evidence if line.startswith("ran "))
-    assert "ran TinyLM(vocab_size=50, dim=16, depth=2) (as the project builds it), then the project's setup of `model`: `only_adapters_train(model)`" in ran, ran
-    assert "skipped, failing here: `model.load_state_dict(torch.load('base.pt'))`" in ran and "FileNotFoundError" in ran, ran
+    assert (
+        "ran TinyLM(vocab_size=50, dim=16, depth=2) (as the project builds it), then the project's setup of `model`: "
+        "`model.load_state_dict(torch.load('base.pt'))` (line 43), `only_adapters_train(model)` (line 45)"
+    ) in ran, ran
+    # Any other use of a missing file's weights fails as the load would have: that statement is skipped.
+    assert "skipped, failing here: `model.embed.weight.data.copy_(torch.load('embeddings.pt'))` (line 44: TypeError" in ran, ran
+    assert "base.pt does not exist here: `TinyLM.load_state_dict` kept its initial weights (where gradients flow does not depend on their values)" in confirmation.evidence
     # Neither the optimizer (it reads a local) nor the training loop is setup.
     assert "optimizer" not in ran and "backward" not in ran, ran
 

@@ -153,3 +153,54 @@ def test_a_helper_file_without_transformers_runs_the_main_elsewhere_on_stand_ins
     evidence = "; ".join(finding["confirmation"]["evidence"])
     assert finding["confirmation"]["verdict"] == "confirmed", evidence
     assert "ran train.py's `if __name__ == \"__main__\":` block" in evidence and "built a character-level tokenizer" in evidence, evidence
+
+
+def test_the_model_a_main_in_another_file_set_up_and_returned_with_runs(tmp_path, monkeypatch):
+    """A LoRA script whose weight file stays on its author's disk and whose data loop is empty
+    here: the load keeps the initial weights, `main()` returns normally, and the model it froze
+    and switched to checkpointing runs on synthesised inputs (the bare class, not frozen, would
+    say "not reproduced")."""
+    (tmp_path / "unet.py").write_text(
+        "import torch\nfrom torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
+        "class TinyUNet(nn.Module):\n"
+        "    def __init__(self, dim=16):\n"
+        "        super().__init__()\n"
+        "        self.conv_in = nn.Linear(4, dim)\n"
+        "        self.blocks = nn.ModuleList([nn.Linear(dim, dim) for _ in range(2)])\n"
+        "        self.lora = nn.ModuleList([nn.Linear(dim, dim, bias=False) for _ in range(2)])\n"
+        "        self.gradient_checkpointing = False\n\n"
+        "    def enable_gradient_checkpointing(self):\n"
+        "        self.gradient_checkpointing = True\n\n"
+        "    def forward(self, x):\n"
+        "        h = self.conv_in(x)\n"
+        "        for block, lora in zip(self.blocks, self.lora):\n"
+        "            if self.gradient_checkpointing and self.training:\n"
+        "                h = checkpoint(lambda t, b=block, a=lora: b(t) + a(t), h, use_reentrant=True)\n"
+        "            else:\n"
+        "                h = block(h) + lora(h)\n"
+        "        return h\n"
+    )
+    (tmp_path / "train_lora.py").write_text(
+        "import torch\n\nfrom unet import TinyUNet\n\n\n"
+        "def main():\n"
+        "    unet = TinyUNet()\n"
+        '    unet.load_state_dict(torch.load("unet.pt"))\n'
+        "    unet.requires_grad_(False)\n"
+        "    for lora in unet.lora:\n"
+        "        lora.requires_grad_(True)\n"
+        "    unet.enable_gradient_checkpointing()\n"
+        "    unet.train()\n"
+        "    for x in []:\n"
+        "        unet(x).pow(2).mean().backward()\n\n\n"
+        'if __name__ == "__main__":\n'
+        "    main()\n"
+    )
+    (tmp_path / "pyproject.toml").write_text("[tool.ckptlint]\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, [".", "--confirm", "--format", "json", "--no-cache", "--select", "CKPT005"], catch_exceptions=False)
+    (finding,) = json.loads(result.stdout)["findings"]
+    assert (finding["path"], finding["code"]) == ("unet.py", "CKPT005")
+    evidence = finding["confirmation"]["evidence"]
+    assert finding["confirmation"]["verdict"] == "confirmed", evidence
+    assert any(line.startswith("ran `unet` (TinyUNet) as the file's main left it, where it stopped (it ended)") for line in evidence), evidence
+    assert "unet.pt does not exist here: `TinyUNet.load_state_dict` kept its initial weights (where gradients flow does not depend on their values)" in evidence
