@@ -121,6 +121,15 @@ def test_correct_look_alike_is_not_reproduced(look_alike_verdicts, key):
     assert re.search(r"after [12] step\(s\) on cpu: all equal", confirmation.evidence[0]), confirmation
 
 
+def only_finding_confirmed(project, monkeypatch, *options: str) -> dict:
+    """`ckptlint . --confirm` in the project folder: its one finding, with the confirmation."""
+    (project / "pyproject.toml").write_text("[tool.ckptlint]\n")
+    monkeypatch.chdir(project)
+    result = CliRunner().invoke(main, [".", "--confirm", "--format", "json", "--no-cache", *options], catch_exceptions=False)
+    (finding,) = json.loads(result.stdout)["findings"]
+    return finding
+
+
 def test_a_helper_file_without_transformers_runs_the_main_elsewhere_on_stand_ins(tmp_path, monkeypatch):
     """A memory helper that imports nothing, its finding run through the training script of another
     file: transformers' `from_pretrained` (the tokenizer's too) must be the offline stand-ins there."""
@@ -145,10 +154,7 @@ def test_a_helper_file_without_transformers_runs_the_main_elsewhere_on_stand_ins
         'if __name__ == "__main__":\n'
         "    main()\n"
     )
-    (tmp_path / "pyproject.toml").write_text("[tool.ckptlint]\n")
-    monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(main, [".", "--confirm", "--format", "json", "--no-cache", "--transformers-version", "5.23"], catch_exceptions=False)
-    (finding,) = json.loads(result.stdout)["findings"]
+    finding = only_finding_confirmed(tmp_path, monkeypatch, "--transformers-version", "5.23")
     assert (finding["path"], finding["line"], finding["code"]) == ("utils.py", 3, "CKPT004")
     evidence = "; ".join(finding["confirmation"]["evidence"])
     assert finding["confirmation"]["verdict"] == "confirmed", evidence
@@ -195,10 +201,7 @@ def test_the_model_a_main_in_another_file_set_up_and_returned_with_runs(tmp_path
         'if __name__ == "__main__":\n'
         "    main()\n"
     )
-    (tmp_path / "pyproject.toml").write_text("[tool.ckptlint]\n")
-    monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(main, [".", "--confirm", "--format", "json", "--no-cache", "--select", "CKPT005"], catch_exceptions=False)
-    (finding,) = json.loads(result.stdout)["findings"]
+    finding = only_finding_confirmed(tmp_path, monkeypatch, "--select", "CKPT005")
     assert (finding["path"], finding["code"]) == ("unet.py", "CKPT005")
     evidence = finding["confirmation"]["evidence"]
     assert finding["confirmation"]["verdict"] == "confirmed", evidence
