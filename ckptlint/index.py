@@ -31,7 +31,7 @@ from ckptlint.model.apis import (
 )
 from ckptlint.model import lightning_callbacks as lightning
 from ckptlint.model.construction import Context, object_fields, passed
-from ckptlint.model.construction_tests import guarded, holds
+from ckptlint.model.construction_tests import guarded, holds, switched
 from ckptlint.model.lightning_callbacks import TRAINERS as LIGHTNING_TRAINERS, epoch_guard
 from ckptlint.model.sites import ApiKind
 from ckptlint.model.torch_knowledge import MODULE_BASES, MODULE_SELF_METHODS, PARAMETER_NAMES
@@ -2915,12 +2915,15 @@ class ProjectIndex:
         """The freezing of an object of class `owner` after `steps`, and the files whose lines it cites."""
         freeze, paths = start or Freeze(), set()
         for step in steps:
-            if step.condition is not None and owner is not None and holds(step.condition, lambda operand: self.construction_value(owner, operand)) is False:
+            decided = holds(step.condition, lambda operand: self.construction_value(owner, operand)) if step.condition and owner else None
+            if decided is False:
                 continue  # `if freeze_embed:` with every construction leaving it off
             if step.freeze is not None:
                 part, cited = step.freeze, frozenset([step.freeze.path] if step.freeze.line else [])
             else:
                 part, cited = self._call_effect(step, owner, depth)
+            if decided is None and step.condition and switched(step.condition):
+                part = _uncertain(part)  # `requires_grad_(train_embed)` with a value no construction shows
             freeze = freeze.then(part)
             paths |= cited
         return freeze, frozenset(paths)

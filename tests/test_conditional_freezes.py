@@ -83,3 +83,32 @@ def ckpt005(freeze: str, stages: str, script: str) -> bool:
 )
 def test_freezing_under_a_test_on_the_constructor_arguments(freeze, stages, script, expected):
     assert ckpt005(freeze, stages, script) is expected
+
+
+FLAG_VALUES = [
+    "self.embed.weight.requires_grad = train_embed",
+    "self.embed.requires_grad_(train_embed)",
+    "self.embed.requires_grad_(not freeze_embed)",
+]
+
+
+@pytest.mark.parametrize("statement", FLAG_VALUES)
+@pytest.mark.parametrize(
+    "script, expected",
+    [
+        # `train_embed=False` / `freeze_embed=False` by default: only the first two freeze by default.
+        ("model = Tagger()\n", None),
+        ("model = Tagger(train_embed=True, freeze_embed=False)\n", False),
+        ("model = Tagger(train_embed=False, freeze_embed=True)\n", True),
+        ("import sys\nmodel = Tagger(train_embed=len(sys.argv) > 1, freeze_embed=len(sys.argv) > 1)\n", False),
+    ],
+)
+def test_requires_grad_set_from_a_constructor_argument(statement, script, expected):
+    """`requires_grad` set to a constructor parameter (or its negation): frozen exactly for the
+    constructions that pass (or default to) a false value; unknown values freeze nothing known."""
+    source = TAGGER.replace("freeze_embed=False, frozen_stages=-1", "train_embed=False, freeze_embed=False, frozen_stages=-1")
+    if expected is None:
+        expected = "not freeze_embed" not in statement  # the defaults: train_embed=False freezes
+    report = lint_text(source.format(freeze=statement, stages="pass") + script)
+    assert report.errors == []
+    assert any(f.code == "CKPT005" for f in report.findings) is expected

@@ -22,6 +22,10 @@ _COMPARISONS: dict[type, tuple[str, Callable[[object, object], bool]]] = {
 }
 _OPERATIONS = dict(_COMPARISONS.values())
 
+# Marks the test of a flag set from the construction (`requires_grad_(train_embed)`): when it
+# cannot be decided, the step may or may not happen (an `if` that cannot be decided counts as taken).
+SWITCH = "switch"
+
 # An operand's value: (value,) when known, None when not.
 Lookup = Callable[[list], Optional[tuple[object]]]
 
@@ -58,20 +62,52 @@ def _operand(node: ast.expr, owner: str, init_params: frozenset[str]) -> Optiona
 
 def guarded(body: list[ast.stmt], owner: str, init_params: frozenset[str], outer: Optional[list] = None) -> Iterator[tuple[ast.stmt, Optional[list]]]:
     """The statements of `body` with the construction test each runs under: the branches of an
-    `if` on the construction stand for its statements, each under its test (or its negation)."""
+    `if` on the construction stand for its statements, each under its test (or its negation);
+    `requires_grad` set from the construction (`self.embed.requires_grad_(train_embed)`) stands
+    for setting it to True under that test and to False under its negation."""
+    both = lambda test: test if outer is None else ["and", outer, test]  # noqa: E731
     for stmt in body:
         test = construction_test(stmt.test, owner, init_params) if owner and isinstance(stmt, ast.If) else None
-        if test is None:
+        if test is not None:
+            yield from guarded(stmt.body, owner, init_params, both(test))
+            yield from guarded(stmt.orelse, owner, init_params, both(["not", test]))
+            continue
+        switch = _switched_requires_grad(stmt)
+        test = construction_test(switch[0], owner, init_params) if owner and switch is not None else None
+        if switch is None or test is None:
             yield stmt, outer
             continue
-        yield from guarded(stmt.body, owner, init_params, test if outer is None else ["and", outer, test])
-        negated = ["not", test]
-        yield from guarded(stmt.orelse, owner, init_params, negated if outer is None else ["and", outer, negated])
+        yield switch[1](True), both([SWITCH, test])
+        yield switch[1](False), both([SWITCH, ["not", test]])
+
+
+def _switched_requires_grad(stmt: ast.stmt) -> Optional[tuple[ast.expr, Callable[[bool], ast.stmt]]]:
+    """For `x.requires_grad = value` / `x.requires_grad_(value)` with a value that is not a literal:
+    the value, and the statement with a literal flag in its place."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute) and stmt.targets[0].attr == "requires_grad":
+        value = stmt.value
+        rebuilt: Callable[[bool], ast.stmt] = lambda flag: ast.copy_location(ast.Assign(stmt.targets, ast.copy_location(ast.Constant(flag), value)), stmt)  # type: ignore[attr-defined]  # noqa: E731
+    elif (
+        isinstance(stmt, ast.Expr) and isinstance(call := stmt.value, ast.Call) and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "requires_grad_" and len(call.args) == 1 and not call.keywords
+    ):
+        value = call.args[0]
+        rebuilt = lambda flag: ast.copy_location(ast.Expr(ast.copy_location(ast.Call(call.func, [ast.copy_location(ast.Constant(flag), value)], []), call)), stmt)  # noqa: E731
+    else:
+        return None
+    return (value, rebuilt) if not literal(value)[0] else None
+
+
+def switched(test: list) -> bool:
+    """Whether the test decides the value of a flag (see SWITCH), here or in an outer `and`."""
+    return test[0] == SWITCH or test[0] == "and" and any(switched(t) for t in test[1:])
 
 
 def holds(test: list, lookup: Lookup) -> Optional[bool]:
     """Whether `test` holds once `lookup` gives its operands' values; None when that cannot be told."""
     kind = test[0]
+    if kind == SWITCH:
+        return holds(test[1], lookup)
     if kind == "not":
         inner = holds(test[1], lookup)
         return None if inner is None else not inner
