@@ -81,13 +81,15 @@ def confirm(
         job["flat_script"] = usage.flat_script(target.path, texts.get(target.path))
         job["hf_checkpointing"] = usage.hf_checkpointing(target.path) if target.kind == "class" else None
     results = pool.run_jobs(jobs_list, timeout=timeout, parallel=jobs or os.cpu_count() or 1, memory_gb=memory_gb)
+    unreproduced = [f for (_, findings), result in zip(groups.items(), results) for f, v in zip(findings, result["verdicts"]) if v["verdict"] == NOT_REPRODUCED]
+    installed_would_not = _not_reported_for_installed_transformers(unreproduced, settings, versions) if unreproduced else {}
     for (target, findings), result in zip(groups.items(), results):
         label = target.label(shown[target])
         for finding, verdict in zip(findings, result["verdicts"]):
             evidence = tuple(verdict["evidence"])
             if target.via and verdict["verdict"] != COULD_NOT_RUN:
                 evidence += (f"target chosen because {target.via}",)
-            mismatch = _transformers_mismatch(finding, versions) if verdict["verdict"] == NOT_REPRODUCED else None
+            mismatch = _transformers_mismatch(finding, versions) or installed_would_not.get(finding) if verdict["verdict"] == NOT_REPRODUCED else None
             if mismatch is not None:
                 confirmations[finding] = _confirmation(COULD_NOT_RUN, (mismatch, *evidence), label, result.get("device", ""), NEEDS_PACKAGE)
                 continue
@@ -139,6 +141,38 @@ def _transformers_mismatch(finding: Finding, versions: Optional[LibraryVersions]
         f"the installed {'.'.join(map(str, installed))} is {modes[not reentrant]} by default, so a run here cannot show it: "
         f"pip install {wanted}"
     )
+
+
+def _not_reported_for_installed_transformers(
+    findings: Sequence[Finding], settings: Optional["Settings"], versions: Optional[LibraryVersions],
+) -> dict[Finding, str]:
+    """Findings linted for another transformers than the installed one that the analysis does not
+    report for the installed one (`gradient_checkpointing_enable` hooks a frozen embedding itself
+    from 5.0 on, for token-id models): a run here cannot show them. The reason, per finding."""
+    from ckptlint.config import Settings
+    from ckptlint.engine import lint
+
+    try:
+        installed = parse_version(metadata.version("transformers"))
+    except metadata.PackageNotFoundError:
+        return {}
+    if versions is None or installed is None or installed[:2] == versions.transformers.version[:2]:
+        return {}
+    paths = sorted({f.path for f in findings if f.path != "-" and os.path.isfile(f.path)})
+    if not paths:
+        return {}
+    here = LibraryVersions(versions.torch, AssumedVersion("transformers", installed, "installed"))
+    reported = {(f.path, f.line, f.code) for f in lint(paths, settings or Settings(), here, jobs=1).findings}
+    linted = versions.transformers
+    return {
+        f: (
+            f"linted for transformers {linted.text} ({linted.source}); for the installed {'.'.join(map(str, installed))} the "
+            f"analysis does not report it (that version does this differently), so a run here cannot show it: "
+            f"pip install 'transformers=={linted.text}.*'"
+        )
+        for f in findings
+        if f.path in paths and (f.path, f.line, f.code) not in reported
+    }
 
 
 def _shown_path(target: targets.Target, finding: Finding) -> str:

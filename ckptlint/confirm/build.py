@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 from torch import nn
 
-from ckptlint.confirm import ab, constructors, functions, hf, inputs, lightning_fit, registry, script, usage
+from ckptlint.confirm import ab, command_line, constructors, functions, hf, inputs, lightning_fit, registry, script, usage
 from ckptlint.confirm.failures import EXAMPLE_HINT, CannotRun, skeleton, stop_on_user_failure
 from ckptlint.findings import CRASHED, NEEDS_EXAMPLE
 from ckptlint.names import module_name_for
@@ -201,27 +201,43 @@ def _script_plan(job: dict[str, Any], module: types.ModuleType) -> Plan:
         (os.path.realpath(f.get("path", job["path"])), f["line"], f.get("end_line") or f["line"]) for f in job["findings"] if f["code"] == GRAD_FREE_CODE
     )
     main_path = (job.get("usage") or {}).get("main_path")
+    switches = _switches_to_findings(job, main_path)
     if main_path:
         # The main lives in another project file: import its definitions and run it from there.
         module = import_file(main_path, definitions_only=usage.flat_script(main_path))
-        found = script.make_script_run(module, main_path, None, class_name, job.get("steps", 1), os.path.basename(main_path), grad_free)
+        found = script.make_script_run(module, main_path, None, class_name, job.get("steps", 1), os.path.basename(main_path), grad_free, switches)
     else:
-        found = script.make_script_run(module, job["path"], job.get("source"), class_name, job.get("steps", 1), grad_free=grad_free)
+        found = script.make_script_run(module, job["path"], job.get("source"), class_name, job.get("steps", 1), grad_free=grad_free, switches=switches)
     if found is None:
         raise CannotRun("the file has no main to run")
     make, description = found
     return Plan(make, description, fallible=True)
 
 
+def _switches_to_findings(job: dict[str, Any], main_path: Optional[str]) -> tuple[str, ...]:
+    """The command-line switches the main must be given for the findings in its own file to run
+    (`if args.gradient_checkpointing:` around them)."""
+    path = main_path or job["path"]
+    source = job.get("source") if not main_path else None
+    if source is None:
+        try:
+            source = Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ()
+    lines = [f["line"] for f in job["findings"] if os.path.realpath(f.get("path", job["path"])) == os.path.realpath(path)]
+    return tuple(command_line.switches_reaching(source, lines)) if lines else ()
+
+
 def _main_model_plan(job: dict[str, Any], module: types.ModuleType, device: str) -> Plan:
     """The main stops on its own before a backward (its data is not there): the model it built and
     set up by then, run on synthesised inputs."""
     main_path = (job.get("usage") or {}).get("main_path")
+    switches = _switches_to_findings(job, main_path)
     if main_path:
         # The main lives in another project file (a training script building the target class).
-        left = script.model_left_by_main(import_file(main_path, definitions_only=usage.flat_script(main_path)), main_path, None, job["qualname"])
+        left = script.model_left_by_main(import_file(main_path, definitions_only=usage.flat_script(main_path)), main_path, None, job["qualname"], switches)
     else:
-        left = script.model_left_by_main(module, job["path"], job.get("source"), job["qualname"] if job["kind"] == "class" else "")
+        left = script.model_left_by_main(module, job["path"], job.get("source"), job["qualname"] if job["kind"] == "class" else "", switches)
     if left is None:
         raise CannotRun("the file has no main to run")
     ab.seed_everything()

@@ -131,20 +131,22 @@ GRAD_FREE_BACKWARDS = 16
 
 def make_script_run(
     module: types.ModuleType, path: str, source: Optional[str], class_name: str, steps: int, file: str = "the file",
-    grad_free: tuple[tuple[str, int, int], ...] = (),
+    grad_free: tuple[tuple[str, int, int], ...] = (), switches: tuple[str, ...] = (),
 ) -> Optional[tuple[ab.Make, str]]:
     """A `make` that runs the main of `path` (shown as `file`) up to its `steps`-th backward, and its
     description. `grad_free`: where code to reach runs without grad ((path, first line, last line)),
     maybe after training steps (a validation loop) or in a script that never runs a backward: up to
     the first backward after a model was called from there without grad (once `steps` are done),
-    its end, or its GRAD_FREE_BACKWARDS-th backward."""
+    its end, or its GRAD_FREE_BACKWARDS-th backward. `switches`: its command line after the path."""
     found = main_statements(path, source)
     if found is None:
         return None
     kind, body = found
     code = compile(ast.Module(body=body, type_ignores=[]), path, "exec")
     shown = {"block": f'{file}\'s `if __name__ == "__main__":` block', "function": f"{file}'s `main()`", "module": f"{file} as a script"}[kind]
-    return _run_to_backward(code, module, path, class_name, steps, shown, grad_free)
+    if switches:
+        shown += f" with `{' '.join(switches)}` on its command line (the flagged code runs only then)"
+    return _run_to_backward(code, module, path, class_name, steps, shown, grad_free, switches)
 
 
 def make_function_run(module: types.ModuleType, path: str, function: str, steps: int) -> tuple[ab.Make, str]:
@@ -155,7 +157,8 @@ def make_function_run(module: types.ModuleType, path: str, function: str, steps:
 
 
 def _run_to_backward(
-    code: Any, module: types.ModuleType, path: str, class_name: str, steps: int, shown: str, grad_free: tuple[tuple[str, int, int], ...] = ()
+    code: Any, module: types.ModuleType, path: str, class_name: str, steps: int, shown: str, grad_free: tuple[tuple[str, int, int], ...] = (),
+    switches: tuple[str, ...] = (),
 ) -> tuple[ab.Make, str]:
     def make() -> tuple[Any, Callable[[], Any]]:
         holder = ScriptModel(class_name)
@@ -166,7 +169,7 @@ def _run_to_backward(
             if done[0]:
                 return None  # the whole script was one step
             done[0] = True
-            run_until_backward(code, module, path, steps, holder, needs_backward=not grad_free)
+            run_until_backward(code, module, path, steps, holder, needs_backward=not grad_free, switches=switches)
             return None
 
         return holder, step
@@ -189,7 +192,9 @@ def _called_from(places: tuple[tuple[str, int, int], ...]) -> bool:
     return False
 
 
-def run_until_backward(code: Any, module: types.ModuleType, path: str, steps: int, holder: ScriptModel, needs_backward: bool = True) -> None:
+def run_until_backward(
+    code: Any, module: types.ModuleType, path: str, steps: int, holder: ScriptModel, needs_backward: bool = True, switches: tuple[str, ...] = (),
+) -> None:
     namespace = dict(vars(module))
     namespace["__name__"] = "__main__"
     holder.namespace = namespace
@@ -214,7 +219,7 @@ def run_until_backward(code: Any, module: types.ModuleType, path: str, steps: in
         return result
 
     argv = sys.argv
-    sys.argv = [path]
+    sys.argv = [path, *switches]
     torch.autograd.backward = backward
     hooks = holder.hooks()
     try:
@@ -230,7 +235,9 @@ def run_until_backward(code: Any, module: types.ModuleType, path: str, steps: in
         raise RuntimeError("the script ended without a backward pass")
 
 
-def model_left_by_main(module: types.ModuleType, path: str, source: Optional[str], class_name: str) -> Optional[Callable[[], tuple[Optional[torch.nn.Module], str, str]]]:
+def model_left_by_main(
+    module: types.ModuleType, path: str, source: Optional[str], class_name: str, switches: tuple[str, ...] = (),
+) -> Optional[Callable[[], tuple[Optional[torch.nn.Module], str, str]]]:
     """A function that runs the main of `path` until it stops on its own (a data file that is not
     there, a dataset it would download) or reaches its first backward, and returns the model it had
     built by then (set up as the project sets it up: frozen parts, checkpointing switched on, config
@@ -255,7 +262,7 @@ def model_left_by_main(module: types.ModuleType, path: str, source: Optional[str
                 scopes.append(dict(frame.f_locals))
 
         argv, original, profile = sys.argv, torch.autograd.backward, sys.getprofile()
-        sys.argv, torch.autograd.backward = [path], stop
+        sys.argv, torch.autograd.backward = [path, *switches], stop
         sys.setprofile(keep_locals)
         try:
             exec(code, namespace)

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from confirm_helpers import FIXTURES, MODULE, ROOT, missing_module, verdicts_at
 
 from ckptlint.cli import main
+from ckptlint.confirm.command_line import switches_reaching
 
 pytest.importorskip("torch")
 
@@ -207,3 +208,87 @@ def test_the_model_a_main_in_another_file_set_up_and_returned_with_runs(tmp_path
     assert finding["confirmation"]["verdict"] == "confirmed", evidence
     assert any(line.startswith("ran `unet` (TinyUNet) as the file's main left it, where it stopped (it ended)") for line in evidence), evidence
     assert "unet.pt does not exist here: `TinyUNet.load_state_dict` kept its initial weights (where gradients flow does not depend on their values)" in evidence
+
+
+def test_a_script_whose_flagged_code_runs_only_under_a_command_line_switch_gets_it(tmp_path, monkeypatch):
+    """`if args.grad_ckpt:` around the finding, over `action="store_true"`: run bare, the script
+    never checkpoints; --confirm passes the switch, and says so."""
+    (tmp_path / "train.py").write_text(
+        "import argparse\n\nimport torch\nfrom torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
+        "class Tagger(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.embed = nn.Embedding(20, 8)\n"
+        "        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(2)])\n"
+        "        self.use_checkpoint = False\n\n"
+        "    def forward(self, ids):\n"
+        "        h = self.embed(ids)\n"
+        "        for block in self.blocks:\n"
+        "            h = checkpoint(block, h, use_reentrant=True) if self.use_checkpoint else block(h)\n"
+        "        return h\n\n\n"
+        "def main():\n"
+        "    parser = argparse.ArgumentParser()\n"
+        '    parser.add_argument("--grad-ckpt", action="store_true")\n'
+        '    parser.add_argument("--lr", type=float, default=0.1)\n'
+        "    args = parser.parse_args()\n"
+        "    model = Tagger()\n"
+        "    model.embed.requires_grad_(False)\n"
+        "    if args.grad_ckpt:\n"
+        "        model.use_checkpoint = True\n"
+        "    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=args.lr)\n"
+        "    for _ in range(2):\n"
+        "        model(torch.randint(0, 20, (2, 5))).sum().backward()\n"
+        "        optimizer.step()\n\n\n"
+        'if __name__ == "__main__":\n'
+        "    main()\n"
+    )
+    finding = only_finding_confirmed(tmp_path, monkeypatch, "--select", "CKPT005")
+    evidence = "; ".join(finding["confirmation"]["evidence"])
+    assert finding["confirmation"]["verdict"] == "confirmed", evidence
+    assert "with `--grad-ckpt` on its command line (the flagged code runs only then)" in evidence, evidence
+
+
+def test_switches_are_read_from_the_tests_around_the_flagged_lines():
+    source = (
+        "import argparse\n"
+        "p = argparse.ArgumentParser()\n"
+        'p.add_argument("-g", "--gradient_checkpointing", action="store_true")\n'
+        'p.add_argument("--fp16", action="store_true", dest="half")\n'
+        'p.add_argument("--steps", type=int, default=3)\n'
+        "args = p.parse_args()\n"
+        "if args.gradient_checkpointing and args.half:\n"
+        "    enable()\n"
+        "if args.steps:\n"
+        "    run()\n"
+        'p.add_argument("--use-ckpt", action="store_true")\n'
+        "if args.use_ckpt:\n"
+        "    model.set_grad_checkpointing()\n"
+    )
+    # Around the flagged line, and around code that switches checkpointing on.
+    assert switches_reaching(source, [8]) == ["--gradient_checkpointing", "--fp16", "--use-ckpt"]
+    assert switches_reaching(source, [10]) == ["--use-ckpt"]
+    assert switches_reaching("def broken(:\n", [1]) == []
+
+
+def test_a_finding_the_installed_transformers_would_not_get_cannot_be_shown_here(tmp_path, monkeypatch):
+    """Linted for transformers 4.57, enabling reentrant checkpointing on a Llama whose embedding is
+    frozen leaves its layers without gradients; transformers 5.x hooks the embedding itself, so the
+    installed 5.23 trains fine: not "not reproduced" but "could not run", naming the version."""
+    pytest.importorskip("transformers")
+    (tmp_path / "finetune.py").write_text(
+        "from transformers import AutoModelForCausalLM\n\n\n"
+        "def main():\n"
+        '    model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")\n'
+        "    model.get_input_embeddings().requires_grad_(False)\n"
+        '    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})\n'
+        "    model.train()\n"
+        "    batch = {\"input_ids\": __import__(\"torch\").randint(0, 50, (2, 6))}\n"
+        '    model(**batch, labels=batch["input_ids"]).loss.backward()\n\n\n'
+        'if __name__ == "__main__":\n'
+        "    main()\n"
+    )
+    finding = only_finding_confirmed(tmp_path, monkeypatch, "--select", "CKPT005", "--transformers-version", "4.57")
+    confirmation = finding["confirmation"]
+    assert confirmation["verdict"] == "could not run" and confirmation["cause"] == "needs a package", confirmation
+    assert confirmation["evidence"][0].startswith("linted for transformers 4.57 (--transformers-version); for the installed 5.23"), confirmation
+    assert confirmation["evidence"][0].endswith("pip install 'transformers==4.57.*'"), confirmation
