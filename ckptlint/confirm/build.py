@@ -252,15 +252,17 @@ def _main_model_plan(job: dict[str, Any], module: types.ModuleType, device: str)
         return built.to(device)
 
     usage_keywords = (job.get("usage") or {}).get("keyword_names", ())
-    found = inputs.search_inputs(construct, None, device, (job.get("usage") or {}).get("call_keywords"), [*usage_keywords, "labels"])
+    method = _lightning_entry(type(model))
+    found = inputs.search_inputs(construct, method, device, (job.get("usage") or {}).get("call_keywords"), [*usage_keywords, "labels"])
 
     def make() -> tuple[Any, Callable[[], Any]]:
         model = construct()
         model.train()
         args, kwargs = found.make()
-        return model, lambda: model(*args, **kwargs)
+        return model, _calling(model, method, args, kwargs)
 
-    shown = f"ran `{variable}` ({type(model).__name__}) as the file's main left it, where it stopped ({stopped}), on {found.shown}"
+    entry = f".{method}({found.shown})" if method else f" on {found.shown}"
+    shown = f"ran `{variable}` ({type(model).__name__}) as the file's main left it, where it stopped ({stopped}){entry}"
     # Fallible: the finding may be in code of the main that only its data reaches (a function it calls).
     return Plan(make, shown + (f"; {found.tried}" if found.tried else ""), fallible=True)
 
@@ -273,7 +275,7 @@ def _class_plan(
     off, a run that never reaches the checkpoint says nothing (the next plan switches them on).
     `hf_switch`: the `gradient_checkpointing_kwargs` the project enables transformers checkpointing
     with, and where."""
-    method = job.get("method")
+    method = job.get("method") or _lightning_entry(target)
     construct, how, found = _constructor(module, target, job.get("builders", ()), usage, method, device, example_errors)
     entry_name = method or "forward"
     if switched_on and not _switch_on(construct(), switched_on):
@@ -398,7 +400,20 @@ _LIGHTNING_SETUP_HOOKS = (("setup", ("fit",)), ("configure_model", ()), ("on_fit
 
 
 def _lightning_base(model: nn.Module) -> Optional[type]:
-    return next((c for c in type(model).__mro__ if c.__name__ == "LightningModule" and "lightning" in c.__module__), None)
+    return _lightning_class(type(model))
+
+
+def _lightning_class(cls: type) -> Optional[type]:
+    return next((c for c in cls.__mro__ if c.__name__ == "LightningModule" and "lightning" in c.__module__), None)
+
+
+def _lightning_entry(cls: type) -> Optional[str]:
+    """"training_step" for a LightningModule that trains through it and defines no `forward` of its
+    own (Lightning's fit loop calls `training_step`; its `forward` raises)."""
+    base = _lightning_class(cls)
+    if base is None or "training_step" not in {name for c in cls.__mro__[: cls.__mro__.index(base)] for name in vars(c)}:
+        return None
+    return None if any("forward" in vars(c) for c in cls.__mro__[: cls.__mro__.index(base)]) else "training_step"
 
 
 def _lightning_setup(model: nn.Module, batch: Any) -> None:

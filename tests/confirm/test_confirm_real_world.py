@@ -292,3 +292,30 @@ def test_a_finding_the_installed_transformers_would_not_get_cannot_be_shown_here
     assert confirmation["verdict"] == "could not run" and confirmation["cause"] == "needs a package", confirmation
     assert confirmation["evidence"][0].startswith("linted for transformers 4.57 (--transformers-version); for the installed 5.23"), confirmation
     assert confirmation["evidence"][0].endswith("pip install 'transformers==4.57.*'"), confirmation
+
+
+def test_a_lightning_module_without_forward_runs_through_its_training_step(tmp_path, monkeypatch):
+    """A LightningModule that only defines `training_step` (Lightning's fit loop calls it; its
+    `forward` raises): it runs through `training_step` on a synthesised batch, after its `setup`
+    hook froze the embeddings, as the fit loop would."""
+    pytest.importorskip("lightning")
+    pytest.importorskip("transformers")
+    (tmp_path / "lit.py").write_text(
+        "import lightning.pytorch as pl\nimport torch\nfrom transformers import ViTForImageClassification\n\n\n"
+        "class LitViT(pl.LightningModule):\n"
+        '    def __init__(self, name="google/vit-base-patch16-224"):\n'
+        "        super().__init__()\n"
+        "        self.net = ViTForImageClassification.from_pretrained(name, num_labels=10)\n"
+        '        self.net.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})\n\n'
+        "    def setup(self, stage):\n"
+        "        for p in self.net.vit.embeddings.parameters():\n"
+        "            p.requires_grad = False\n\n"
+        "    def training_step(self, batch, batch_idx):\n"
+        '        return self.net(pixel_values=batch["pixel_values"], labels=batch["labels"]).loss\n\n'
+        "    def configure_optimizers(self):\n"
+        "        return torch.optim.AdamW((p for p in self.parameters() if p.requires_grad), lr=1e-4)\n"
+    )
+    finding = only_finding_confirmed(tmp_path, monkeypatch, "--select", "CKPT005")
+    evidence = "; ".join(finding["confirmation"]["evidence"])
+    assert finding["confirmation"]["verdict"] == "confirmed", evidence
+    assert "ran LitViT().training_step(batch={'pixel_values': float32[2, 3, 32, 32], 'labels': int64[2]}, batch_idx=0)" in evidence, evidence
