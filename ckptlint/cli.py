@@ -329,7 +329,10 @@ def check(
 
         sources = {stdin[0]: stdin[1]} if stdin is not None and stdin[0] != "-" else None
         with progress.reporting(sys.stderr, feedback):
-            confirm(report, settings=settings, timeout=confirm_timeout, device=device, jobs=jobs, memory_gb=confirm_memory, sources=sources, versions=versions)
+            confirm(
+                report, settings=settings, timeout=confirm_timeout, device=device, jobs=jobs, memory_gb=confirm_memory, sources=sources, versions=versions,
+                relint=lambda other: lint(paths, settings, other, jobs=jobs, stdin=stdin_data, project=indexed),
+            )
 
     # With stdin fixed, stdout carries the fixed code (ruff's convention): the report goes to stderr.
     to_stderr = fixing and stdin is not None

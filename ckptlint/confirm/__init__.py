@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from ckptlint import notebooks
 from ckptlint.confirm import targets, usage
@@ -45,6 +45,7 @@ def confirm(
     memory_gb: Optional[float] = None,
     sources: Optional[Mapping[str, str]] = None,
     versions: Optional[LibraryVersions] = None,
+    relint: Optional[Callable[[LibraryVersions], LintReport]] = None,
 ) -> dict[Finding, Confirmation]:
     """Run the code of every finding in `report` (this executes the project's code) and record a
     verdict per finding in `report.confirmations` (also returned).
@@ -54,7 +55,8 @@ def confirm(
     `memory_gb`: address space a target may map on top of what it starts with (RLIMIT_AS);
     `sources`: path -> text that was linted instead of the file (stdin), and is what runs;
     `versions`: what the findings were linted for (a run on a transformers whose checkpointing
-    defaults differ cannot show a finding about them)."""
+    defaults differ cannot show a finding about them); `relint`: the same lint for other versions
+    (a finding it does not give for the installed transformers cannot be shown here either)."""
     from ckptlint.confirm import pool
 
     example_files = tuple(os.path.abspath(e) for e in (*examples, *(settings.confirm_examples if settings else ())))
@@ -82,7 +84,7 @@ def confirm(
         job["hf_checkpointing"] = usage.hf_checkpointing(target.path) if target.kind == "class" else None
     results = pool.run_jobs(jobs_list, timeout=timeout, parallel=jobs or os.cpu_count() or 1, memory_gb=memory_gb)
     unreproduced = [f for (_, findings), result in zip(groups.items(), results) for f, v in zip(findings, result["verdicts"]) if v["verdict"] == NOT_REPRODUCED]
-    installed_would_not = _not_reported_for_installed_transformers(unreproduced, settings, versions) if unreproduced else {}
+    installed_would_not = _not_reported_for_installed_transformers(unreproduced, versions, relint) if unreproduced and relint else {}
     for (target, findings), result in zip(groups.items(), results):
         label = target.label(shown[target])
         for finding, verdict in zip(findings, result["verdicts"]):
@@ -144,25 +146,18 @@ def _transformers_mismatch(finding: Finding, versions: Optional[LibraryVersions]
 
 
 def _not_reported_for_installed_transformers(
-    findings: Sequence[Finding], settings: Optional["Settings"], versions: Optional[LibraryVersions],
+    findings: Sequence[Finding], versions: Optional[LibraryVersions], relint: Callable[[LibraryVersions], LintReport],
 ) -> dict[Finding, str]:
     """Findings linted for another transformers than the installed one that the analysis does not
     report for the installed one (`gradient_checkpointing_enable` hooks a frozen embedding itself
     from 5.0 on, for token-id models): a run here cannot show them. The reason, per finding."""
-    from ckptlint.config import Settings
-    from ckptlint.engine import lint
-
     try:
         installed = parse_version(metadata.version("transformers"))
     except metadata.PackageNotFoundError:
         return {}
     if versions is None or installed is None or installed[:2] == versions.transformers.version[:2]:
         return {}
-    paths = sorted({f.path for f in findings if f.path != "-" and os.path.isfile(f.path)})
-    if not paths:
-        return {}
-    here = LibraryVersions(versions.torch, AssumedVersion("transformers", installed, "installed"))
-    reported = {(f.path, f.line, f.code) for f in lint(paths, settings or Settings(), here, jobs=1).findings}
+    reported = {(f.path, f.line, f.code) for f in relint(LibraryVersions(versions.torch, AssumedVersion("transformers", installed, "installed"))).findings}
     linted = versions.transformers
     return {
         f: (
@@ -171,7 +166,7 @@ def _not_reported_for_installed_transformers(
             f"pip install 'transformers=={linted.text}.*'"
         )
         for f in findings
-        if f.path in paths and (f.path, f.line, f.code) not in reported
+        if (f.path, f.line, f.code) not in reported
     }
 
 

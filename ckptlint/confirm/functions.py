@@ -38,6 +38,9 @@ class _Body:
     attributes: dict[str, set[str]] = field(default_factory=dict)  # param -> attributes read on it
     unpacked: dict[str, list[str]] = field(default_factory=dict)  # iterable param -> loop target names
     keys: dict[str, list[str]] = field(default_factory=dict)  # param (or its loop variable's param) -> string keys read
+    # A param indexed by a loop variable over literal strings (`for phase in ["train", "val"]: for x, y
+    # in loaders[phase]`): a dict of loaders under those keys.
+    phases: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _body_of(function: Callable[..., Any], parameters: Sequence[str]) -> _Body:
@@ -47,9 +50,20 @@ def _body_of(function: Callable[..., Any], parameters: Sequence[str]) -> _Body:
     except (OSError, TypeError, SyntaxError):
         return body
     alias = {p: p for p in parameters}  # loop variable -> the parameter it iterates
+    texts = {  # loop variable -> the literal strings it walks
+        node.target.id: [e.value for e in node.iter.elts]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and isinstance(node.iter, (ast.List, ast.Tuple))
+        and node.iter.elts and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.iter.elts)
+    }
     for node in ast.walk(tree):
-        if isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.iter, ast.Name) and node.iter.id in alias:
-            owner = alias[node.iter.id]
+        iterated = node.iter if isinstance(node, (ast.For, ast.AsyncFor)) else None
+        if isinstance(iterated, ast.Subscript) and isinstance(iterated.value, ast.Name) and iterated.value.id in parameters:
+            if isinstance(iterated.slice, ast.Name) and iterated.slice.id in texts:
+                body.phases[iterated.value.id] = texts[iterated.slice.id]  # `for x, y in loaders[phase]`
+                iterated = iterated.value
+        if isinstance(iterated, ast.Name) and iterated.id in alias:
+            owner = alias[iterated.id]
             target = node.target
             if isinstance(target, (ast.Tuple, ast.List)):
                 body.unpacked[owner] = [e.id if isinstance(e, ast.Name) else "" for e in target.elts]
@@ -280,6 +294,8 @@ def _run_with_model(
             elif kind in ("optimizer", "scheduler"):
                 optimizer = optimizer or torch.optim.SGD(model.parameters(), lr=0.0)
                 values[p.name] = optimizer if kind == "optimizer" else torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+            elif p.name in body.phases:
+                values[p.name] = {phase: [batch_for(p.name, make_target, g)] for phase in body.phases[p.name]}
             elif kind == "loader":
                 values[p.name] = [batch_for(p.name, make_target, g)]
             elif kind == "batch":

@@ -197,6 +197,9 @@ def _missed(report: Any, job: dict[str, Any]) -> str:
         at_site = any(_CHECKPOINT_CALL.search(linecache.getline(path, n)) for n in lines)
         if at_site and not ab.calls_at(report, path, finding["line"], finding.get("end_line") or finding["line"]):
             return f"the checkpoint call at line {finding['line']} did not run"
+        if not ab.checkpoint_scope(report, path, finding["line"], finding.get("end_line") or finding["line"]).calls:
+            # The model ran, but not through the flagged code (a function the plan never called).
+            return f"no checkpoint call ran for line {finding['line']}"
     return ""
 
 

@@ -249,7 +249,7 @@ def _record_call(call: ast.Call, name: str, constructs: set[str], literals: dict
             entry = {"args": args, "kwargs": kwargs}
             if entry not in usage.constructor_calls:
                 usage.constructor_calls.append(entry)
-        _record_arguments(call, instances, usage)
+        _record_arguments(call, instances, usage, literals)
     # An instance of the target called: `model(ids, use_cache=True)`.
     if isinstance(call.func, ast.Name) and call.func.id in instances:
         built_by = instances[call.func.id][0]
@@ -264,16 +264,21 @@ def _record_call(call: ast.Call, name: str, constructs: set[str], literals: dict
                     usage.call_keywords.setdefault(keyword.arg, value)
 
 
-def _record_arguments(call: ast.Call, instances: dict[str, tuple[str, dict[str, Any]]], usage: Usage) -> None:
-    """`train_epoch(model, ...)` after `model = Classifier(dim=8)`: argument i is a Classifier.
-    Recorded by position (`"0"`) and by keyword; the child maps positions to parameter names."""
+def _record_arguments(call: ast.Call, instances: dict[str, tuple[str, dict[str, Any]]], usage: Usage, literals: dict[str, Any]) -> None:
+    """`train_epoch(model, ...)` after `model = Classifier(dim=8)`, or `run(Classifier(dim=8), ...)`:
+    argument i is a Classifier. Recorded by position (`"0"`) and by keyword; the child maps
+    positions to parameter names."""
     positional = [(str(i), a) for i, a in enumerate(call.args)]
     keywords = [(k.arg, k.value) for k in call.keywords if k.arg]
     for key, value in positional + keywords:
         if isinstance(value, ast.Name) and value.id in instances and value.id[:1] != "_":
             built_by, kwargs = instances[value.id]
-            if built_by[:1].isupper():
-                usage.function_arguments.setdefault(key, {"class": built_by, "kwargs": kwargs})
+        elif isinstance(value, ast.Call) and _called_name(value):
+            built_by, kwargs = _called_name(value), _kwargs(value, literals)
+        else:
+            continue
+        if built_by[:1].isupper():
+            usage.function_arguments.setdefault(key, {"class": built_by, "kwargs": kwargs})
 
 
 def _kwargs(call: ast.Call, literals: dict[str, Any]) -> dict[str, Any]:

@@ -319,3 +319,47 @@ def test_a_lightning_module_without_forward_runs_through_its_training_step(tmp_p
     evidence = "; ".join(finding["confirmation"]["evidence"])
     assert finding["confirmation"]["verdict"] == "confirmed", evidence
     assert "ran LitViT().training_step(batch={'pixel_values': float32[2, 3, 32, 32], 'labels': int64[2]}, batch_idx=0)" in evidence, evidence
+
+
+def test_a_train_val_loop_over_a_dict_of_loaders_runs_with_the_model_its_main_builds_inline(tmp_path, monkeypatch):
+    """The transfer-learning tutorial's loop: `run(DenseNetish(), {"train": [], "val": []})`, a
+    loop over phases indexing `loaders[phase]`, the val phase under `set_grad_enabled(False)`.
+    The main's data is empty here and the model it leaves, run bare, never goes through `run`:
+    `run` is called with the class the main builds inline and a loader per phase."""
+    (tmp_path / "model.py").write_text(
+        "import torch.nn as nn\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
+        "class DenseNetish(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.stem = nn.Conv2d(3, 8, 3, padding=1)\n"
+        "        self.layers = nn.ModuleList([nn.Conv2d(8, 8, 3, padding=1) for _ in range(2)])\n"
+        "        self.fc = nn.Linear(8, 10)\n\n"
+        "    def forward(self, x):\n"
+        "        h = self.stem(x)\n"
+        "        for layer in self.layers:\n"
+        "            h = checkpoint(layer, h, use_reentrant=False)\n"
+        "        return self.fc(h.mean((2, 3)))\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch\n\nfrom model import DenseNetish\n\n\n"
+        "def run(model, loaders, epochs=1):\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    crit = torch.nn.CrossEntropyLoss()\n"
+        "    for epoch in range(epochs):\n"
+        '        for phase in ["train", "val"]:\n'
+        '            model.train() if phase == "train" else model.eval()\n'
+        "            for inputs, labels in loaders[phase]:\n"
+        "                opt.zero_grad()\n"
+        '                with torch.set_grad_enabled(phase == "train"):\n'
+        "                    loss = crit(model(inputs), labels)\n"
+        '                    if phase == "train":\n'
+        "                        loss.backward()\n"
+        "                        opt.step()\n\n\n"
+        'if __name__ == "__main__":\n'
+        '    run(DenseNetish(), {"train": [], "val": []})\n'
+    )
+    finding = only_finding_confirmed(tmp_path, monkeypatch, "--select", "CKPT008")
+    evidence = finding["confirmation"]["evidence"]
+    assert (finding["path"], finding["confirmation"]["verdict"]) == ("train.py", "confirmed"), evidence
+    assert "ran run(model=DenseNetish() (as the project builds it), loaders={'train': ((float32[2, 3, 32, 32], int64[2])), 'val': ((float32[2, 3, 32, 32], int64[2]))})" in evidence, evidence
+    assert any(line.endswith("no checkpoint call ran for line 15") for line in evidence), evidence
