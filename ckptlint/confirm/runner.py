@@ -64,7 +64,7 @@ def execute(job: dict[str, Any]) -> dict[str, Any]:
         import torch
     except ImportError:
         return failure(job, "torch is not installed in this environment; install it: pip install torch", NEEDS_PACKAGE)
-    from ckptlint.confirm import build, hf, weights
+    from ckptlint.confirm import build, hf, hf_trainer, weights
 
     failures.memory_cap_gb = job.get("memory_gb")
     torch.set_num_threads(1)  # tiny models: threads only add scheduling noise and time
@@ -101,7 +101,7 @@ def execute(job: dict[str, Any]) -> dict[str, Any]:
     example_errors = build.load_examples([p for p in job.get("examples", []) if os.path.abspath(p) != os.path.abspath(job["path"])])
     _import_transformers_for_a_main_elsewhere(job)
     built: list[str] = []  # models that from_pretrained built from tiny configs, weight files not found
-    with hf.offline_from_pretrained(built), weights.missing_weight_files(built):
+    with hf.offline_from_pretrained(built), weights.missing_weight_files(built), hf_trainer.trainer_stand_ins(built):
         result = _run_plans(job, module, device, example_errors, built)
     if needs_package is None:
         return result

@@ -430,12 +430,17 @@ def hf_checkpointing(path: str) -> Optional[tuple[dict[str, bool], str]]:
 
 
 def flat_script(path: str, source: Optional[str] = None) -> bool:
-    """Whether the file is a training script written flat at module level: importing it trains."""
+    """Whether the file is a training script written flat at module level, or one that calls its
+    `main()` at module level without a `__main__` guard: importing it trains."""
     try:
         tree = ast.parse(text_of(path) if source is None else source, filename=path)
     except (SyntaxError, ValueError):
         return False
-    return main_entry(tree)[0] == "module"
+    kind = main_entry(tree)[0]
+    return kind == "module" or kind == "function" and any(
+        isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) and node.value.func.id == "main"
+        for node in tree.body
+    )
 
 
 def definitions(tree: ast.Module) -> ast.Module:

@@ -363,3 +363,28 @@ def test_a_train_val_loop_over_a_dict_of_loaders_runs_with_the_model_its_main_bu
     assert (finding["path"], finding["confirmation"]["verdict"]) == ("train.py", "confirmed"), evidence
     assert "ran run(model=DenseNetish() (as the project builds it), loaders={'train': ((float32[2, 3, 32, 32], int64[2])), 'val': ((float32[2, 3, 32, 32], int64[2]))})" in evidence, evidence
     assert any(line.endswith("no checkpoint call ran for line 15") for line in evidence), evidence
+
+
+def test_a_trainer_script_written_for_a_gpu_box_without_its_data_runs_here(tmp_path, monkeypatch):
+    """`bf16=True` (no CUDA here), `train_dataset=None` and a `main()` called at module level
+    without a `__main__` guard: precision is switched off, two examples are synthesised for the
+    model, the outputs go to a temporary folder, and the frozen-embedding symptom shows."""
+    pytest.importorskip("transformers")
+    (tmp_path / "train.py").write_text(
+        "from transformers import Trainer, TrainingArguments, ViTForImageClassification\n\n\n"
+        "def main():\n"
+        '    model = ViTForImageClassification.from_pretrained("google/vit-base-patch16-224", num_labels=3)\n'
+        "    model.vit.embeddings.requires_grad_(False)\n"
+        "    args = TrainingArguments(\n"
+        '        output_dir="runs/vit", bf16=True, per_device_train_batch_size=2, gradient_checkpointing=True,\n'
+        '        gradient_checkpointing_kwargs={"use_reentrant": True},\n'
+        "    )\n"
+        "    Trainer(model=model, args=args, train_dataset=None).train()\n\n\n"
+        "main()\n"
+    )
+    finding = only_finding_confirmed(tmp_path, monkeypatch, "--select", "CKPT005")
+    evidence = finding["confirmation"]["evidence"]
+    assert finding["confirmation"]["verdict"] == "confirmed", evidence
+    assert "TrainingArguments: bf16=True switched off (no CUDA here; precision does not change where gradients flow)" in evidence
+    assert "the Trainer was handed no train_dataset: it trained on 2 synthesised examples (pixel_values=float32[2, 3, 32, 32], labels=int64[2])" in evidence
+    assert not (tmp_path / "runs").exists()  # nothing written into the project
