@@ -182,6 +182,8 @@ def plans_for(job: dict[str, Any], module: types.ModuleType, device: str, exampl
             plans.append(lambda: Plan(*functions.function_plan(module, target, qualname, usage, device)))
         return plans
     if not (isinstance(target, type) and issubclass(target, nn.Module)):
+        if plans:
+            return plans  # a class that holds the model (`Finetuner().model`): only its main can run it
         raise CannotRun(f"`{qualname}` is not an nn.Module subclass")
     switches = _switches(job)
     # A transformers model of the project's own, switched on where it is trained (a Trainer's

@@ -256,10 +256,12 @@ def model_left_by_main(
         def stop(*args: Any, **kwargs: Any) -> None:
             raise EndOfRun()
 
+        returned: list[dict[str, Any]] = []
+
         def keep_locals(frame: types.FrameType, event: str, arg: Any) -> None:
             # A `main()` that returns normally (its data loop was empty) takes its model with it.
             if event == "return" and frame.f_back is not None and frame.f_back.f_code is code:
-                scopes.append(dict(frame.f_locals))
+                returned.append(dict(frame.f_locals))
 
         argv, original, profile = sys.argv, torch.autograd.backward, sys.getprofile()
         sys.argv, torch.autograd.backward = [path, *switches], stop
@@ -279,7 +281,7 @@ def model_left_by_main(
         finally:
             sys.setprofile(profile)
             sys.argv, torch.autograd.backward = argv, original
-        model, variable = _model_in([*reversed(scopes), namespace], class_name)
+        model, variable = _model_in([*reversed(scopes), namespace, *reversed(returned)], class_name)
         return model, variable, stopped
 
     return left
@@ -291,8 +293,13 @@ def _model_in(scopes: list[dict[str, Any]], class_name: str) -> tuple[Optional[t
     found: list[tuple[str, torch.nn.Module]] = []
     for scope in scopes:
         for name, value in scope.items():
-            if isinstance(value, torch.nn.Module) and not name.startswith("__") and all(value is not m for _, m in found):
-                found.append((name, value))
+            if name.startswith("__"):
+                continue
+            # A plain object of the project holding the model (`ft = Finetuner()`, then `ft.model`).
+            held = vars(value).items() if not isinstance(value, (torch.nn.Module, type, types.ModuleType)) and hasattr(value, "__dict__") else ()
+            for spelled, module in [(name, value), *((f"{name}.{attr}", v) for attr, v in held if not attr.startswith("_"))]:
+                if isinstance(module, torch.nn.Module) and all(module is not m for _, m in found):
+                    found.append((spelled, module))
     roots = [(n, m) for n, m in found if not any(m is not other and any(s is m for s in other.modules()) for _, other in found)]
     for name, model in roots:
         if class_name and any(type(m).__qualname__ == class_name for m in model.modules()):

@@ -388,3 +388,30 @@ def test_a_trainer_script_written_for_a_gpu_box_without_its_data_runs_here(tmp_p
     assert "TrainingArguments: bf16=True switched off (no CUDA here; precision does not change where gradients flow)" in evidence
     assert "the Trainer was handed no train_dataset: it trained on 2 synthesised examples (pixel_values=float32[2, 3, 32, 32], labels=int64[2])" in evidence
     assert not (tmp_path / "runs").exists()  # nothing written into the project
+
+
+def test_a_finding_in_a_class_that_holds_the_model_runs_the_model_its_main_left(tmp_path, monkeypatch):
+    """`Finetuner.__init__` loads the model with `use_cache=True` and switches checkpointing on;
+    the class is no nn.Module, and the main's data loop is empty here: the model the main's `ft`
+    holds runs instead (it was "not an nn.Module subclass" before)."""
+    pytest.importorskip("transformers")
+    (tmp_path / "finetune.py").write_text(
+        "import torch\nfrom transformers import AutoModelForCausalLM\n\n\n"
+        "class Finetuner:\n"
+        '    def __init__(self, name="Qwen/Qwen2.5-0.5B"):\n'
+        "        self.model = AutoModelForCausalLM.from_pretrained(name, use_cache=True)\n"
+        '        self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})\n'
+        "        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-5)\n\n"
+        "    def step(self, batch):\n"
+        "        self.model.train()\n"
+        "        self.model(**batch).loss.backward()\n"
+        "        self.opt.step()\n\n\n"
+        'if __name__ == "__main__":\n'
+        "    ft = Finetuner()\n"
+        "    for batch in []:\n"
+        "        ft.step(batch)\n"
+    )
+    finding = only_finding_confirmed(tmp_path, monkeypatch, "--select", "CKPT004")
+    evidence = finding["confirmation"]["evidence"]
+    assert finding["confirmation"]["verdict"] == "confirmed", evidence
+    assert any(line.startswith("ran `ft.model` (Qwen2ForCausalLM) as the file's main left it, where it stopped (it ended)") for line in evidence), evidence
