@@ -150,6 +150,9 @@ class Plan:
     # A plan that may not reach the finding (a script that stops before it, or fails on its own):
     # then the next plan is tried.
     fallible: bool = False
+    # It runs a model directly, not the code around the findings: it says nothing about a finding
+    # none of whose checkpoints ran (a function of the main it never calls).
+    runs_model_only: bool = False
 
 
 def plans_for(job: dict[str, Any], module: types.ModuleType, device: str, example_errors: Sequence[str]) -> list[Callable[[], Plan]]:
@@ -266,7 +269,7 @@ def _main_model_plan(job: dict[str, Any], module: types.ModuleType, device: str)
     entry = f".{method}({found.shown})" if method else f" on {found.shown}"
     shown = f"ran `{variable}` ({type(model).__name__}) as the file's main left it, where it stopped ({stopped}){entry}"
     # Fallible: the finding may be in code of the main that only its data reaches (a function it calls).
-    return Plan(make, shown + (f"; {found.tried}" if found.tried else ""), fallible=True)
+    return Plan(make, shown + (f"; {found.tried}" if found.tried else ""), fallible=True, runs_model_only=True)
 
 
 def _class_plan(

@@ -156,7 +156,7 @@ def _run_plans(job: dict[str, Any], module: Any, device: str, example_errors: li
             continue
         report = ab.compare_runs(plan.make, steps=job.get("steps", 1), device=device, rtol=rtol, atol=atol)
         if plan.fallible:
-            missed = _missed(report, job)
+            missed = _missed(report, job, plan.runs_model_only)
             if missed:
                 tried.append(f"{plan.description}: {missed}")
                 continue
@@ -180,9 +180,10 @@ def _run_plans(job: dict[str, Any], module: Any, device: str, example_errors: li
 _CHECKPOINT_CALL = re.compile(r"(?<![\w])(?:checkpoint|checkpoint_sequential|_gradient_checkpointing_func)\s*\(")
 
 
-def _missed(report: Any, job: dict[str, Any]) -> str:
+def _missed(report: Any, job: dict[str, Any], runs_model_only: bool = False) -> str:
     """Why a fallible plan (a script) says nothing about the findings: it failed without
-    checkpointing too, or never ran the checkpoint call a finding points at."""
+    checkpointing too, or never ran the checkpoint call a finding points at (or, for a plan that
+    `runs_model_only`, none that belongs to the finding's line)."""
     import linecache
 
     from ckptlint.confirm import ab
@@ -197,7 +198,7 @@ def _missed(report: Any, job: dict[str, Any]) -> str:
         at_site = any(_CHECKPOINT_CALL.search(linecache.getline(path, n)) for n in lines)
         if at_site and not ab.calls_at(report, path, finding["line"], finding.get("end_line") or finding["line"]):
             return f"the checkpoint call at line {finding['line']} did not run"
-        if not ab.checkpoint_scope(report, path, finding["line"], finding.get("end_line") or finding["line"]).calls:
+        if runs_model_only and not ab.checkpoint_scope(report, path, finding["line"], finding.get("end_line") or finding["line"]).calls:
             # The model ran, but not through the flagged code (a function the plan never called).
             return f"no checkpoint call ran for line {finding['line']}"
     return ""
