@@ -58,6 +58,7 @@ from ckptlint.model.sites import (
     FunctionFacts,
     GradContext,
     GradFreeCall,
+    HeldCall,
     ParameterGenerate,
     ModelState,
     SelfStore,
@@ -879,6 +880,9 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
             elif method in LIST_AND_DICT_UPDATES or method in INPLACE_UPDATES:
                 stored = self.evaluate(node.args[-1].value) if node.args else UNKNOWN
                 self.mutate_container(receiver, node, method if method in LIST_AND_DICT_UPDATES else "inplace", stored)
+            elif isinstance(receiver, cst.Attribute) and is_self(receiver.value) and node.args and not any(a.star or a.keyword for a in node.args):
+                # `self.collector.add(loss)`: whether the method keeps it is known once the object is.
+                facts.held_calls.append(HeldCall(node, self.evaluate(receiver), method, tuple(self.evaluate(a.value) for a in node.args)))
             if is_self(receiver) and isinstance(callee, LocalFunction):
                 facts.method_calls.append(callee.qualname)
         if facts is None:

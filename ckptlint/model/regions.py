@@ -13,7 +13,7 @@ from ckptlint.model.sites import CallRecord, FunctionFacts, HookRegistration
 
 from ckptlint.model.construction import Context, passed, resolve
 from ckptlint.model.dataflow import held_module
-from ckptlint.model.values import ANY_MODULE, SUBMODULES, Const, Lambda, LocalFunction, ModuleObject, Partial, Ref, Value
+from ckptlint.model.values import ANY_MODULE, SUBMODULES, Const, Lambda, LocalFunction, ModuleObject, Param, Partial, Ref, Value
 from ckptlint.model.torch_knowledge import DROPOUT_MODULE_P, DROPOUT_MODULES
 
 if TYPE_CHECKING:
@@ -263,6 +263,41 @@ def _walked(index: "ProjectIndex", receiver: ModuleObject, module: ModuleObject,
     if prefix:
         return any(at[i : i + len(prefix)] == tuple(prefix) for i in range(len(at) - len(prefix) + 1))
     return any(index.contains(root, at[0][0]) for root in roots.split("|"))
+
+
+@dataclass(frozen=True)
+class KeptArgument:
+    """A value a region part hands to a method of an object it holds, which keeps it (`self.collector.add(loss)`)."""
+
+    node: object  # the call
+    method: str  # qualified
+    container: str  # where the method keeps it, as spelled there (`self.losses`)
+    kind: str  # ContainerMutation.method, or "attribute" for `self.last = loss`
+    value: Value  # what is handed, as it is in the region
+
+
+def kept_by_held_objects(model: "FileModel", part: RegionPart) -> Iterator[KeptArgument]:
+    """The values the part hands to methods of objects its `self` holds that put their parameter
+    into one of their own containers or attributes: those outlive the call as a container of the
+    part's own would. The object's class comes from what its constructions pass (through holders'
+    constructors); a method that is not found, or an object whose class is not known, keeps nothing
+    known."""
+    for call in part.facts.held_calls:
+        receiver = model.value_in_region(part, call.receiver)
+        if not isinstance(receiver, ModuleObject) or receiver.container or len(receiver.classes) != 1:
+            continue
+        owner = model.index.method_owner(receiver.classes[0], call.method)
+        located = _function(model, f"{owner.qualname}.{call.method}") if owner is not None else None
+        if located is None:
+            continue
+        facts = located[1]
+        kept = [(m.container, m.method, m.stored) for m in facts.mutations if m.owner == "self"]
+        kept += [(f"self.{store.attr}", "attribute", store.value) for store in facts.self_stores]
+        positions = {name: index for index, name in enumerate(facts.params[1:])} if facts.params[:1] == ("self",) else {}
+        for container, kind, stored in kept:
+            position = positions.get(stored.name) if isinstance(stored, Param) and stored.function == facts.qualname else None
+            if position is not None and position < len(call.arguments):
+                yield KeptArgument(call.node, facts.qualname, container, kind, model.value_in_region(part, call.arguments[position]))
 
 
 def _function(model: "FileModel", qualname: str) -> Optional[tuple["FileModel", FunctionFacts]]:

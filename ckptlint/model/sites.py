@@ -187,6 +187,17 @@ class ContainerMutation:
     last: bool = False
 
 
+@dataclass(frozen=True)
+class HeldCall:
+    """`self.<attr>.method(args)`: a method of an object the function's `self` holds (a collector
+    handed down through constructors), which may keep what it is handed."""
+
+    node: cst.Call
+    receiver: "Value"
+    method: str
+    arguments: tuple["Value", ...]  # positional, as the function's dataflow saw them
+
+
 @dataclass
 class FunctionFacts:
     """Facts about one function body, collected in the same LibCST pass that finds the sites."""
@@ -202,6 +213,7 @@ class FunctionFacts:
     self_stores: list["SelfStore"] = field(default_factory=list)
     global_stores: list[Effect] = field(default_factory=list)
     mutations: list[ContainerMutation] = field(default_factory=list)
+    held_calls: list[HeldCall] = field(default_factory=list)
     self_reads: dict[str, int] = field(default_factory=dict)  # attr -> loads
     name_reads: dict[str, int] = field(default_factory=dict)
     module_calls: list[ModuleObject] = field(default_factory=list)

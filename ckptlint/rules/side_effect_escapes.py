@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Iterator
 
 
 from ckptlint.findings import Severity
-from ckptlint.model.regions import Region, RegionPart
+from ckptlint.model.regions import Region, RegionPart, kept_by_held_objects
 from ckptlint.model.sites import ApiKind
 from ckptlint.model.values import Grad, Tensor, holds_tensor
 from ckptlint.rules import Diagnostic, Rule, callee_name
@@ -69,6 +69,12 @@ def escapes(model: FileModel, region: Region, stops_early: bool = False) -> Iter
                 yield part, mutation.node, f"adds a tensor into `{mutation.container}`, which outlives the call", without_grad
             elif not (mutation.method == "item" and without_grad):  # `c[k] = torch.zeros(n)`: the recompute stores the same value
                 yield part, mutation.node, f"puts a tensor into `{mutation.container}`, which outlives the call", False
+        for kept in kept_by_held_objects(model, part):
+            without_grad = isinstance(kept.value, Tensor) and kept.value.grad is Grad.NONE
+            if is_cache(kept.container) or not holds_tensor(kept.value) or without_grad and kept.kind in ("attribute", "item"):
+                continue  # as for its own stores: the recompute keeps the same value again
+            where = f"keeps it as `{kept.container}`" if kept.kind == "attribute" else f"puts it into `{kept.container}`"
+            yield part, kept.node, f"hands a tensor to `{kept.method}`, which {where} of an object that outlives the call", without_grad and kept.kind == "accumulate"
 
 
 def _runs_after_last_saved(region: Region, part: RegionPart) -> bool:
