@@ -9,6 +9,7 @@ plain data so that the result cache can store them as JSON.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import json
 import re
@@ -31,7 +32,7 @@ from ckptlint.model.apis import (
 )
 from ckptlint.model import lightning_callbacks as lightning
 from ckptlint.model.construction import Context, object_fields, passed
-from ckptlint.model.construction_tests import guarded, holds, switched
+from ckptlint.model.construction_tests import Decider, call_value, guarded, holds, switched
 from ckptlint.model.lightning_callbacks import TRAINERS as LIGHTNING_TRAINERS, epoch_guard
 from ckptlint.model.sites import ApiKind
 from ckptlint.model.torch_knowledge import MODULE_BASES, MODULE_SELF_METHODS, PARAMETER_NAMES
@@ -195,6 +196,9 @@ class FreezeStep:
     # Run only for the constructions of the object's class that make this test true (see
     # ckptlint/model/construction_tests.py): `if freeze_embed:` in `__init__`.
     condition: Optional[list] = None
+    # For a call: the literals it passes, as JSON {position or keyword: value}, "*" when it also
+    # spreads arguments; a test on the callee's parameters (`if not trainable:`) is decided by them.
+    passed: str = ""
 
 
 def _with_texts(steps: list[FreezeStep], arguments: str, names: list[str]) -> list[FreezeStep]:
@@ -566,7 +570,7 @@ def _freeze_from_json(data: dict) -> Freeze:
 
 def _steps_from_json(data: list[dict]) -> list[FreezeStep]:
     return [
-        FreezeStep(_freeze_from_json(d["freeze"]) if d["freeze"] is not None else None, d["callee"], d["slot"], d["member"], d["guard"], d["callbacks"], d["arguments"], d["condition"])
+        FreezeStep(_freeze_from_json(d["freeze"]) if d["freeze"] is not None else None, d["callee"], d["slot"], d["member"], d["guard"], d["callbacks"], d["arguments"], d["condition"], d["passed"])
         for d in data
     ]
 
@@ -776,7 +780,9 @@ class _Summarizer:
         """What a top-level function (or the module's own code, `function` ""), does to the objects
         its parameters hold and to those it builds (`model = Net().train(); freeze(model)`)."""
         body = _returning_a_name(body)
-        steps, instances = self.object_steps(body, params, track=True)
+        definition = self.function_nodes.get(function) if function else None
+        decider = Decider(function=f"{self.module}.{function}", signature=_positions_and_defaults(definition)) if definition is not None else Decider()
+        steps, instances = self.object_steps(body, params, track=True, decider=decider)
         if any(steps[p] for p in params):
             self.param_freezes[function] = {p: steps[p] for p in params}
         returned = _returned_name(body)
@@ -813,14 +819,14 @@ class _Summarizer:
 
     def object_steps(
         self, body: list[ast.stmt], params: Iterable[str], track: bool = False, methods: frozenset[str] = frozenset(), owner: str = "",
-        finetuning: Optional[frozenset[str]] = None, init_params: frozenset[str] = frozenset(),
+        finetuning: Optional[frozenset[str]] = None, decider: Decider = Decider(),
     ) -> tuple[dict[str, list[FreezeStep]], list[tuple[str, list[FreezeStep]]]]:
         """In source order, the freezing written out on each parameter and the calls that may freeze
         it (handed to a project function, a method called on it, a Lightning Trainer fitting it),
         until the name is rebound. With `track`, the same for each object built here: (constructor,
         steps) per object. `finetuning`: see `_freeze_facts` (the module's own spellings by default).
-        In a method of `owner`, steps on `self` under an `if` on its construction (`init_params`: those
-        of `__init__`, when this is it) carry that test."""
+        Steps under an `if` that the `decider` decides carry its test: in a method, the steps on `self`
+        (a test on its construction); in a function, every step (a test on its parameters)."""
         finetuning = self.finetuning_receivers if finetuning is None else finetuning
         held: dict[str, list[FreezeStep]] = {name: [] for name in params}  # names still holding their object
         of_params = dict(held)
@@ -830,8 +836,8 @@ class _Summarizer:
         wrapped: set[int] = set()  # PEFT calls already applied where their result is assigned
         callbacks = _TrainerCallbacks(self)
         lists: dict[str, list[ast.expr]] = {}  # names bound to a literal list or tuple, for loops over them
-        for stmt, condition in guarded(body, owner, init_params):
-            before = len(held["self"]) if condition and "self" in held else None
+        for stmt, condition in guarded(body, decider):
+            before = {name: len(steps) for name, steps in held.items() if name == "self" or not decider.owner} if condition else None
             for node in in_source_order(stmt):
                 if type(node) is ast.Call:
                     wrap = self.peft_effect(node, held, ctors) if id(node) not in wrapped else None
@@ -878,7 +884,7 @@ class _Summarizer:
                     # `self.embed = frozen_table(...)`: the submodule is what a project builder returns.
                     builder = self.project_callee(node.value.func)
                     if builder is not None and _function_like(builder):
-                        held[target.value.id].append(FreezeStep(callee=builder, slot=RETURNED, member=target.attr))
+                        held[target.value.id].append(FreezeStep(callee=builder, slot=RETURNED, member=target.attr, passed=_literals_passed(node.value)))
                 elif track and type(node) is ast.Return and type(node.value) is ast.Call:
                     made = self.constructed(node.value)  # `return freeze(Net())`
                     if made is not None and made[1]:
@@ -888,8 +894,10 @@ class _Summarizer:
                     freeze = _freeze_facts(stmt, name, self.path, finetuning, lists, frozenset(of_params))
                     if freeze:
                         steps.append(FreezeStep(freeze))
-            if before is not None and "self" in held:
-                held["self"][before:] = [replace(step, condition=condition) for step in held["self"][before:]]
+            for name, steps in held.items() if before is not None else ():
+                if name == "self" or not decider.owner:
+                    first = before.get(name, 0)  # type: ignore[union-attr]
+                    steps[first:] = [replace(step, condition=condition) for step in steps[first:]]
             if type(stmt) is ast.Assign:
                 _bind_local_list(stmt, lists)
         built.extend((ctor, found[name]) for name, ctor in ctors.items())
@@ -975,7 +983,7 @@ class _Summarizer:
                 if callee is not None and (_function_like(callee) or self.in_this_package(callee)):
                     # A project class handed the object holds it (`Runner(model)`): the step links the
                     # two (`ProjectIndex._freezes_through_holders`); it freezes nothing by itself.
-                    steps[arg.id].append(FreezeStep(callee=callee, slot=slot, member=member, arguments=self.texts_passed(call)))
+                    steps[arg.id].append(FreezeStep(callee=callee, slot=slot, member=member, arguments=self.texts_passed(call), passed=_literals_passed(call)))
 
     def texts_passed(self, call: ast.Call) -> str:
         """`FreezeStep.arguments` of a call: the name texts it passes, literally or by a module-level name."""
@@ -1142,8 +1150,8 @@ class _Summarizer:
                 segments.append((["not", guard], stmt.orelse))
         if len(segments) <= 1 and not (segments and segments[0][0]):
             body = _returning_a_name(method.body)
-            init_params = frozenset(params) - {"self"} if method.name == "__init__" else frozenset()
-            steps, instances = self.object_steps(body, params, track=True, methods=own, owner=owner, finetuning=finetuning, init_params=init_params)
+            decider = Decider(owner, frozenset(params) - {"self"} if method.name == "__init__" else frozenset())
+            steps, instances = self.object_steps(body, params, track=True, methods=own, owner=owner, finetuning=finetuning, decider=decider)
             # Objects the method builds (`model = AutoModel...from_pretrained(...)` in `Builder.build`):
             # what it does to them, as for a top-level function's; one it returns makes it a builder.
             function = f"{owner.rsplit('.', 1)[-1]}.{method.name}"
@@ -1970,6 +1978,26 @@ def _ordered_params(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> t
     return tuple(a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs))
 
 
+def _positions_and_defaults(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> dict[str, list]:
+    """Parameter -> [position, [literal default] or []] (keyword-only ones have no position a call fills)."""
+    names, defaults = _signature(function, skip_self=False)
+    positional = {a.arg for a in (*function.args.posonlyargs, *function.args.args)}
+    return {name: [index if name in positional else -1, [defaults[name]] if name in defaults else []] for index, name in enumerate(names)}
+
+
+def _literals_passed(call: ast.Call) -> str:
+    """`FreezeStep.passed` of a call: its literal arguments by position or keyword."""
+    found: dict[str, object] = {}
+    for slot, value in [*((str(i), a) for i, a in enumerate(call.args)), *((k.arg or "*", k.value) for k in call.keywords)]:
+        if isinstance(value, ast.Starred) or slot == "*":
+            found["*"] = True
+            continue
+        known, constant = literal(value)
+        if known:
+            found[slot] = constant
+    return json.dumps(found) if found else ""
+
+
 def _signature(init: Union[ast.FunctionDef, ast.AsyncFunctionDef], skip_self: bool = True) -> tuple[tuple[str, ...], dict[str, Literal]]:
     """`__init__`'s parameters after `self` (a function's: all of them), and their literal defaults."""
     arguments = init.args
@@ -2400,6 +2428,7 @@ class ProjectIndex:
         self._submodule_bindings: Optional[dict[str, list[tuple[str, AttrBinding]]]] = None
         self._factory_built: Optional[frozenset[str]] = None
         self._init_values: dict[tuple[str, int], Context] = {}
+        self._call: Optional[tuple[str, dict[str, object]]] = None  # see `_calling`
         self._registries: dict[str, Optional[tuple[str, ...]]] = {}
         self._registry_names: Optional[frozenset[str]] = None
         self._holding: Optional[dict[str, list[str]]] = None
@@ -2600,6 +2629,22 @@ class ProjectIndex:
         if self._factory_built is None:
             self._factory_built = frozenset(self.canonical(name) for m in self.modules.values() for name in m.factory_built)
         return self._factory_built
+
+    @contextlib.contextmanager
+    def _calling(self, function: str, passed: str) -> Iterator[None]:
+        """While folding what a call of `function` does: the literals it passes decide the tests on
+        the function's parameters."""
+        outer = self._call
+        self._call = (function, json.loads(passed) if passed else {})
+        try:
+            yield
+        finally:
+            self._call = outer
+
+    def _operand_value(self, owner: Optional[str], operand: list) -> Optional[tuple[object]]:
+        if operand[0] == "param":
+            return call_value(operand, *self._call) if self._call is not None else None
+        return self.construction_value(owner, operand) if owner else None
 
     def construction_value(self, class_qualname: str, operand: list) -> Optional[tuple[object]]:
         """(value,) of a construction test's operand (`construction_tests`) in every instance of the
@@ -2915,7 +2960,7 @@ class ProjectIndex:
         """The freezing of an object of class `owner` after `steps`, and the files whose lines it cites."""
         freeze, paths = start or Freeze(), set()
         for step in steps:
-            decided = holds(step.condition, lambda operand: self.construction_value(owner, operand)) if step.condition and owner else None
+            decided = holds(step.condition, lambda operand: self._operand_value(owner, operand)) if step.condition else None
             if decided is False:
                 continue  # `if freeze_embed:` with every construction leaving it off
             if step.freeze is not None:
@@ -2931,7 +2976,7 @@ class ProjectIndex:
     def _call_effect(self, step: FreezeStep, owner: Optional[str], depth: int) -> tuple[Freeze, frozenset[str]]:
         """What a call handed an object of class `owner` does to it (memoised; bounded; nothing for a
         call that recurses into itself or a callee outside the project)."""
-        key = (step.callee, step.slot, step.member, owner, step.callbacks, step.arguments)
+        key = (step.callee, step.slot, step.member, owner, step.callbacks, step.arguments, step.passed)
         found = self._call_effects.get(key)
         if found is None:
             self._call_effects[key] = _NO_FREEZE
@@ -2958,7 +3003,8 @@ class ProjectIndex:
         builder's result (slot RETURNED), what the builder did to the object it returns."""
         if step.slot == RETURNED:
             built = self._built_by(step.callee)
-            freeze = self.instance_freeze(built[1], built[0][len(built[1]) + 1 :], built[2], depth + 1) if built is not None else None
+            with self._calling(built[0] if built is not None else "", step.passed):
+                freeze = self.instance_freeze(built[1], built[0][len(built[1]) + 1 :], built[2], depth + 1) if built is not None else None
             if freeze is None:
                 return _NO_FREEZE
             names = PARAMETER_NAMES.get(self.canonical(built[2]))  # type: ignore[index]
@@ -2975,7 +3021,8 @@ class ProjectIndex:
         name = step.slot if step.slot in names else names[int(step.slot)] if step.slot.isdigit() and int(step.slot) < len(names) else None
         if not params or not name:
             return _NO_FREEZE
-        return self._fold(_with_texts(params[name], step.arguments, names), owner, depth)
+        with self._calling(self.canonical(step.callee), step.passed):
+            return self._fold(_with_texts(params[name], step.arguments, names), owner, depth)
 
     def _fit_effect(self, callbacks: list, owner: str, depth: int) -> tuple[Freeze, frozenset[str]]:
         """What a Lightning Trainer holding `callbacks` does to the module of class `owner` it fits,

@@ -112,3 +112,58 @@ def test_requires_grad_set_from_a_constructor_argument(statement, script, expect
     report = lint_text(source.format(freeze=statement, stages="pass") + script)
     assert report.errors == []
     assert any(f.code == "CKPT005" for f in report.findings) is expected
+
+
+BUILDER = '''
+import numpy as np
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+
+def pretrained_embedding(vocab=100, dim=16, trainable=False):
+    emb = nn.Embedding(vocab, dim)
+    {freeze}
+    return emb
+
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = {build}
+        self.layers = nn.ModuleList([nn.Linear(16, 16) for _ in range(2)])
+
+    def forward(self, ids):
+        h = self.embed(ids)
+        for layer in self.layers:
+            h = checkpoint(layer, h, use_reentrant=True)
+        return h
+
+
+model = Tagger()
+'''
+
+BUILDER_FREEZES = [
+    "emb.weight = nn.Parameter(torch.randn(vocab, dim), requires_grad=trainable)",
+    "emb.weight.requires_grad = trainable",
+    "if not trainable:\n        emb.requires_grad_(False)",
+]
+
+
+@pytest.mark.parametrize("freeze", BUILDER_FREEZES)
+@pytest.mark.parametrize(
+    "build, expected",
+    [
+        ("pretrained_embedding()", True),  # the default: frozen
+        ("pretrained_embedding(100, 16)", True),
+        ("pretrained_embedding(trainable=True)", False),
+        ("pretrained_embedding(100, 16, True)", False),
+        ("pretrained_embedding(trainable=False)", True),
+    ],
+)
+def test_a_builder_freezes_by_a_flag_its_call_decides(freeze, build, expected):
+    """`requires_grad=trainable` (or `if not trainable:`) in a builder that returns the layer: the
+    call's arguments, or the builder's defaults, decide whether the submodule is frozen."""
+    report = lint_text(BUILDER.format(freeze=freeze, build=build))
+    assert report.errors == []
+    assert any(f.code == "CKPT005" for f in report.findings) is expected

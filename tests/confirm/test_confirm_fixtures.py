@@ -94,7 +94,7 @@ EVIDENCE = {
     ("frozen_upstream.py", 159, "CKPT005"): [r"blocks\.0\.norm\.weight: grad None with checkpointing", r"ran FrozenEmbeddingStepClassifier\(\)"],
     ("frozen_upstream.py", 174, "CKPT005"): [r"blocks\.0\.norm\.weight: grad None with checkpointing", r"ran PretrainedEmbeddingClassifier\(\)"],
     ("frozen_upstream.py", 90, "CKPT005"): [r"element 0 of tensors does not require grad .* with checkpointing; no exception without", r"built by build_lora_classifier\(\)"],
-    **{("freezes_anywhere.py", line, "CKPT005"): [r"blocks\.0\.lora_A: grad None with checkpointing"] for line in (75, 143, 176, 192, 231, 254, 302, 448, 487)},
+    **{("freezes_anywhere.py", line, "CKPT005"): [r"blocks\.0\.lora_A: grad None with checkpointing"] for line in (75, 143, 176, 192, 231, 254, 302, 448, 487, 531)},
     **{("frozen_stages.py", line, "CKPT005"): [r"layer2\.0\.weight: grad None with checkpointing", r"torch warned: None of the inputs have requires_grad=True"] for line in (48, 61, 75)},
     ("frozen_stages.py", 109, "CKPT001"): [r"backbone\.0\.0\.weight: grad None with checkpointing", r"built by build_trainable_probe\(\)"],
     **{("hf_frozen_parts.py", line, "CKPT005"): [r"vit\.layers\.0\.\S+: grad None with checkpointing"] for line in (24, 32, 59, 91)},
@@ -320,7 +320,7 @@ LOOK_ALIKES = [
     *(("freezes_anywhere.py", name, "checkpoint(", "CKPT005") for name in (
         "HeadFrozenTagger", "ThawedTagger", "HookedTagger", "LockedTaggerNonReentrant", "HeadPredicateTagger", "SubmoduleHeadFrozenTagger",
         "BareHelperHeadFrozenTagger", "TrainableTableTagger", "PatternHeadFrozenTagger", "TrainableStemTagger",
-        "PassedTrainableTableTagger",
+        "PassedTrainableTableTagger", "TrainedVectorsTagger",
     )),
     ("frozen_stages.py", "ConvFrozenStem", "checkpoint(", "CKPT005"),
     ("frozen_stages.py", "FrozenBackboneProbe", "checkpoint_sequential(", "CKPT001"),
