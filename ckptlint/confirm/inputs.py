@@ -170,6 +170,8 @@ def role_of(parameter: str) -> str:
         return "count"
     if name.endswith("idx") or name in ("step", "index", "epoch"):
         return "index"
+    if name in ("labels", "label", "targets", "target"):
+        return "labels"
     return ""
 
 
@@ -193,6 +195,8 @@ def _role_candidates(role: str) -> list[_Candidate]:
         return [_constant(BATCH, role)]
     if role == "index":
         return [_constant(0, role)]
+    if role == "labels":
+        return [_Candidate(lambda i, g, d, built: torch.randint(0, 2, (BATCH,), generator=g).to(d), _shape_text, role=role)]
     return []
 
 
@@ -244,32 +248,43 @@ def search_inputs(
     if not required:
         return Inputs(lambda: ((), dict(project_keywords)), shown_keywords or "no arguments")
     layers = _layers(probe)
-    keys: dict[str, list[str]] = {}
-    hints = _hints(entry, [p.name for p in required], keys=keys)
-    sequence_roles = any(role_of(p.name) in ("mask", "lengths", "pairwise") for p in required)
-    per_parameter = [
-        _dict_candidates(p.name, keys[p.name], hints, probe, layers) if keys.get(p.name) else _candidates_for(p.name, hints.get(p.name), probe, layers, sequence_roles)
-        for p in required
-    ]
     started, attempts, last_error = time.monotonic(), 0, "no candidate input"
-    found_at: Optional[tuple[tuple[_Candidate, ...], int, tuple[Any, ...]]] = None
-    with ab.direct_calls(probe):
-        for size, combination in _combinations(per_parameter):
-            attempts += 1
-            if attempts > MAX_ATTEMPTS or time.monotonic() - started > SEARCH_SECONDS:
-                break
-            generator = torch.Generator().manual_seed(1234)
-            try:
-                args = _build(combination, size, generator, device)
-                with torch.no_grad():
-                    entry(*args, **project_keywords)
-            except BaseException as error:
-                stop_on_user_failure(f"`{name}`", error)
-                text = str(error).strip()
-                last_error = f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"
-                continue
-            found_at = (combination, size, args)
-            break
+
+    def search(taken: list[inspect.Parameter]) -> Optional[tuple[tuple[_Candidate, ...], int, tuple[Any, ...]]]:
+        nonlocal attempts, last_error
+        keys: dict[str, list[str]] = {}
+        hints = _hints(entry, [p.name for p in taken], keys=keys)
+        sequence_roles = any(role_of(p.name) in ("mask", "lengths", "pairwise") for p in taken)
+        per_parameter = [
+            _dict_candidates(p.name, keys[p.name], hints, probe, layers) if keys.get(p.name) else _candidates_for(p.name, hints.get(p.name), probe, layers, sequence_roles)
+            for p in taken
+        ]
+        with ab.direct_calls(probe):
+            for size, combination in _combinations(per_parameter):
+                attempts += 1
+                if attempts > MAX_ATTEMPTS or time.monotonic() - started > SEARCH_SECONDS:
+                    break
+                generator = torch.Generator().manual_seed(1234)
+                try:
+                    args = _build(combination, size, generator, device)
+                    with torch.no_grad():
+                        entry(*args, **project_keywords)
+                except BaseException as error:
+                    stop_on_user_failure(f"`{name}`", error)
+                    text = str(error).strip()
+                    last_error = f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"
+                    continue
+                return combination, size, args
+        return None
+
+    found_at = search(required)
+    # `forward(self, pixel_values, labels=None)` that computes its loss whatever it is handed
+    # (a custom model for transformers' Trainer): its labels right after the required arguments too.
+    following = parameters[parameters.index(required[-1]) + 1 :] if required else []
+    labels = list(itertools.takewhile(lambda p: p.default is None and p.kind is p.POSITIONAL_OR_KEYWORD and role_of(p.name) == "labels", following))
+    if found_at is None and labels and not any(p.name in project_keywords for p in labels):
+        found_at = search(required + labels)
+        required = required + labels if found_at is not None else required
     signature = ", ".join(p.name for p in required)
     if found_at is None:
         raise CannotRun(

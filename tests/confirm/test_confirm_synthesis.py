@@ -258,3 +258,28 @@ def test_the_flags_a_finding_needs_include_those_an_else_branch_requires():
     assert _switches(job) == ("use_cp",)
     job["findings"].append({"code": "CKPT001", "path": "/nonexistent/model.py", "line": 9})
     assert set(_switches(job)) == {"use_cp", "gradient_checkpointing"}
+
+
+def test_labels_an_optional_argument_the_loss_cannot_do_without_are_synthesised():
+    """A custom model for transformers' Trainer takes `labels=None` and computes its loss whatever
+    it gets: with only the required input every try fails, so its labels are synthesised too
+    (class indices)."""
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    from ckptlint.confirm import inputs
+
+    class PatchClassifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU())
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, pixel_values, labels=None, return_dict=True):
+            logits = self.head(self.stem(pixel_values).mean((2, 3)))
+            return {"loss": nn.functional.cross_entropy(logits, labels), "logits": logits}
+
+    found = inputs.search_inputs(PatchClassifier, None, "cpu")
+    args, kwargs = found.make()
+    assert [tuple(a.shape) for a in args] == [(2, 3, 32, 32), (2,)] and args[1].dtype == torch.int64 and kwargs == {}
+    assert found.shown == "pixel_values=float32[2, 3, 32, 32], labels=int64[2]" and "(labels as labels)" in found.tried
