@@ -884,7 +884,7 @@ class _Summarizer:
                     # `self.embed = frozen_table(...)`: the submodule is what a project builder returns.
                     builder = self.project_callee(node.value.func)
                     if builder is not None and _function_like(builder):
-                        held[target.value.id].append(FreezeStep(callee=builder, slot=RETURNED, member=target.attr, passed=_literals_passed(node.value)))
+                        held[target.value.id].append(FreezeStep(callee=builder, slot=RETURNED, member=target.attr, passed=self.literals_passed(node.value)))
                 elif track and type(node) is ast.Return and type(node.value) is ast.Call:
                     made = self.constructed(node.value)  # `return freeze(Net())`
                     if made is not None and made[1]:
@@ -983,7 +983,23 @@ class _Summarizer:
                 if callee is not None and (_function_like(callee) or self.in_this_package(callee)):
                     # A project class handed the object holds it (`Runner(model)`): the step links the
                     # two (`ProjectIndex._freezes_through_holders`); it freezes nothing by itself.
-                    steps[arg.id].append(FreezeStep(callee=callee, slot=slot, member=member, arguments=self.texts_passed(call), passed=_literals_passed(call)))
+                    steps[arg.id].append(FreezeStep(callee=callee, slot=slot, member=member, arguments=self.texts_passed(call), passed=self.literals_passed(call)))
+
+    def literals_passed(self, call: ast.Call) -> str:
+        """`FreezeStep.passed` of a call: its literal arguments by position or keyword, and the
+        classes it names ({"class": qualified name}: `checkpoint_layers(model, Block)`)."""
+        found: dict[str, object] = {}
+        for slot, value in [*((str(i), a) for i, a in enumerate(call.args)), *((k.arg or "*", k.value) for k in call.keywords)]:
+            if isinstance(value, ast.Starred) or slot == "*":
+                found["*"] = True
+                continue
+            known, constant = literal(value)
+            named = self.qualify(value) if not known and isinstance(value, (ast.Name, ast.Attribute)) else None
+            if known:
+                found[slot] = constant
+            elif named and named.rsplit(".", 1)[-1][:1].isupper():
+                found[slot] = {"class": named}
+        return json.dumps(found) if found else ""
 
     def texts_passed(self, call: ast.Call) -> str:
         """`FreezeStep.arguments` of a call: the name texts it passes, literally or by a module-level name."""
@@ -1052,7 +1068,7 @@ class _Summarizer:
                     wrap.input_grad_hook = False  # `prepare_model_for_kbit_training(Net())`
                 return callee, [*made[1], FreezeStep(wrap), *steps]
             if type(inner) is ast.Call and _function_like(callee) and self.project_callee(func):
-                steps.insert(0, FreezeStep(callee=callee, slot="0", arguments=self.texts_passed(value)))
+                steps.insert(0, FreezeStep(callee=callee, slot="0", arguments=self.texts_passed(value), passed=self.literals_passed(value)))
                 value = inner
                 continue
             return callee, steps
@@ -1983,19 +1999,6 @@ def _positions_and_defaults(function: Union[ast.FunctionDef, ast.AsyncFunctionDe
     names, defaults = _signature(function, skip_self=False)
     positional = {a.arg for a in (*function.args.posonlyargs, *function.args.args)}
     return {name: [index if name in positional else -1, [defaults[name]] if name in defaults else []] for index, name in enumerate(names)}
-
-
-def _literals_passed(call: ast.Call) -> str:
-    """`FreezeStep.passed` of a call: its literal arguments by position or keyword."""
-    found: dict[str, object] = {}
-    for slot, value in [*((str(i), a) for i, a in enumerate(call.args)), *((k.arg or "*", k.value) for k in call.keywords)]:
-        if isinstance(value, ast.Starred) or slot == "*":
-            found["*"] = True
-            continue
-        known, constant = literal(value)
-        if known:
-            found[slot] = constant
-    return json.dumps(found) if found else ""
 
 
 def _signature(init: Union[ast.FunctionDef, ast.AsyncFunctionDef], skip_self: bool = True) -> tuple[tuple[str, ...], dict[str, Literal]]:
@@ -3144,7 +3147,9 @@ class ProjectIndex:
                         self._held_wraps.setdefault((self.canonical(wrap.owner), wrap.attr), []).append((module.path, wrap))
                         continue
                     owners = self.handed_to(f"{module.name}.{wrap.function}", wrap.param, wrap.position) if wrap.param else [wrap.owner] if wrap.owner else []
-                    if owners:
+                    if wrap.class_param:
+                        classes = tuple(self.classes_handed(f"{module.name}.{wrap.function}", wrap.class_param, wrap.class_position))
+                    elif owners:
                         bindings = [self.attribute(self.canonical(owner), wrap.attr) for owner in owners]
                         classes = tuple(c for binding in bindings if binding is not None for c in binding.constructors)
                     else:
@@ -3170,6 +3175,22 @@ class ProjectIndex:
             for key, steps in summary.instance_freezes.items():
                 if any(step.callee and not step.member and step.slot in slots and self.canonical(step.callee) == function for step in steps):
                     classes[self.canonical(key.split("|", 1)[1])] = None
+        return list(classes)
+
+    def classes_handed(self, function: str, param: str, position: int) -> list[str]:
+        """The classes (not instances) the project's calls of `function` hand it as `param`
+        (`checkpoint_layers(Net(), Block)`), as the steps on the objects those calls also hand over
+        record them (`FreezeStep.passed`)."""
+        slots = (param, str(position)) if position >= 0 else (param,)
+        classes: dict[str, None] = {}
+        for summary in self.modules.values():
+            for steps in summary.instance_freezes.values():
+                for step in steps:
+                    if step.callee and step.passed and not step.member and self.canonical(step.callee) == function:
+                        handed = json.loads(step.passed)
+                        given = next((handed[slot] for slot in slots if slot in handed), None)
+                        if isinstance(given, dict) and "class" in given:
+                            classes[self.canonical(given["class"])] = None
         return list(classes)
 
     def caller_blocks(self, target: str) -> Optional[list[tuple[ModuleSummary, Optional[str]]]]:

@@ -20,6 +20,8 @@ from ckptlint.model.apis import APPLY_ACTIVATION_CHECKPOINTING, CHECKPOINT_IMPL_
 TORCH_CHECKPOINT = "torch.utils.checkpoint.checkpoint"
 
 _PARTIAL = "functools.partial"
+# A class a top-level function's parameter holds, in `classes_named`: its callers decide.
+_PARAMETER = "<parameter>:"
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 _SEQUENCES = ("tuple", "set", "frozenset", "list")
 Qualify = Callable[[ast.AST], Optional[str]]
@@ -48,8 +50,14 @@ class ActivationWrap:
     # `owner.attr` holds the wrapper itself (`self.conv = checkpoint_wrapper(nn.Linear(8, 8))`): that
     # attribute's module is wrapped, whatever its class (torch's own modules too), not its elements.
     held: bool = False
+    # The classes are those the callers of the top-level `function` hand it as this parameter
+    # (`check_fn=lambda m: isinstance(m, layer_cls)` in `def checkpoint_layers(model, layer_cls)`).
+    class_param: str = ""
+    class_position: int = -1
 
     def describe(self) -> str:
+        if self.class_param:
+            return f"the `{self.class_param}` modules its callers name in `{self.function}`"
         if self.held:
             return f"`{self.owner.rsplit('.', 1)[-1]}.{self.attr}`"
         if self.param:
@@ -184,8 +192,13 @@ class _Finder(ast.NodeVisitor):
             classes = self.check_classes(self.resolve(keywords["check_fn"]))
         else:
             return  # every submodule: which classes is not known here
-        if classes:
-            self.found.append(ActivationWrap(node.lineno, "apply_activation_checkpointing", classes, **mode))
+        named = tuple(c for c in classes if not c.startswith(_PARAMETER))
+        if named:
+            self.found.append(ActivationWrap(node.lineno, "apply_activation_checkpointing", named, **mode))
+        for marker in (c for c in classes if c.startswith(_PARAMETER)):
+            param = marker[len(_PARAMETER) :]
+            position = self.positional.index(param) if param in self.positional else -1
+            self.found.append(ActivationWrap(node.lineno, "apply_activation_checkpointing", (), function=self.function, class_param=param, class_position=position, **mode))
 
     def record_elements(self, node: ast.Call, sequence: ast.AST, how: str, mode: dict) -> None:
         """The elements of `obj.attr` (`self.blocks`, `model.layers`): the index knows what they are
@@ -275,6 +288,8 @@ class _Finder(ast.NodeVisitor):
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             parts = [self.classes_named(e) for e in node.elts]
             return () if not parts or not all(parts) else tuple(dict.fromkeys(c for part in parts for c in part))
+        if isinstance(node, ast.Name) and node.id in self.params and node.id not in self.names and node.id not in self.elements:
+            return (f"{_PARAMETER}{node.id}",)  # the function's parameter: what its callers hand it
         name = self.qualify(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
         return (name,) if name else ()
 

@@ -401,3 +401,38 @@ class Classifier(nn.Module):
     train = "from pkg.model import Stack\nfrom pkg.setup import add_checkpointing\n\nmodel = add_checkpointing(Stack())\n"
     project({"pkg/__init__.py": "", "pkg/model.py": STACK.format(blocks="nn.Sequential(*[Block() for _ in range(2)])"), "pkg/setup.py": setup, "train.py": train})
     assert findings(check()) == []
+
+
+APPLY_HELPER = """\
+import functools
+
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper
+
+REENTRANT = functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.REENTRANT)
+
+
+def checkpoint_layers(model, layer_cls, other=None):
+    apply_activation_checkpointing(model, checkpoint_wrapper_fn=REENTRANT, check_fn={check})
+    return model
+"""
+
+
+@pytest.mark.parametrize("selection", ["lambda m: isinstance(m, layer_cls)", "lambda m: isinstance(m, (layer_cls,))"])
+@pytest.mark.parametrize(
+    "caller, expected",
+    [
+        ("model = checkpoint_layers(Net(), Block)", [("pkg/model.py", 20, "CKPT001")]),
+        ("model = checkpoint_layers(Net(), layer_cls=Block)", [("pkg/model.py", 20, "CKPT001")]),
+        ("def main():\n    model = Net()\n    model = checkpoint_layers(model, Block)\n    return model", [("pkg/model.py", 20, "CKPT001")]),
+        ("model = checkpoint_layers(Net(), Net)", []),  # wraps the whole model, not the blocks
+        ("model = checkpoint_layers(Net(), nn.Linear)", []),  # torch's own layers: not the project's blocks
+        ("model = checkpoint_layers(Net(), pick_class())", []),  # a class the analysis cannot tell
+    ],
+)
+def test_a_helper_applying_checkpointing_to_the_layer_class_its_caller_names(project, selection, caller, expected):
+    """`apply_activation_checkpointing(model, ..., check_fn=lambda m: isinstance(m, layer_cls))` in a
+    helper whose callers hand it the layer class: the calls of that class's modules are sites."""
+    helper = APPLY_HELPER.format(check=selection)
+    train = "from torch import nn\n\nfrom pkg.ac import checkpoint_layers\nfrom pkg.model import Block, Net\nfrom pkg.io import pick_class\n\n" + caller + "\n"
+    project({"pkg/__init__.py": "", "pkg/io.py": "def pick_class():\n    pass\n", "pkg/model.py": MODEL, "pkg/ac.py": helper, "train.py": train})
+    assert findings(check()) == expected

@@ -87,10 +87,9 @@ def call_value(operand: list, function: str, passed: dict[str, object]) -> Optio
     if operand[1] != function:
         return None
     name, position, default = operand[2], str(operand[3]), operand[4]
-    if name in passed:
-        return (passed[name],)
-    if position in passed:
-        return (passed[position],)
+    given = passed[name] if name in passed else passed[position] if position in passed else None
+    if name in passed or position in passed:
+        return None if isinstance(given, dict) else (given,)  # {"class": ...}: not a literal
     return (default[0],) if default and "*" not in passed else None
 
 

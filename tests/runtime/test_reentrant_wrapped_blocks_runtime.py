@@ -3,7 +3,8 @@
 Measured on torch 2.13 (CPU): a wrapped block runs `checkpoint(block, *args, use_reentrant=True)`
 on every call, so fed the raw features (wrapped in `__init__`, by a comprehension over the model's
 list, by `apply_activation_checkpointing` with a check_fn) or the output of a frozen embedding
-(wrapped by an indexed loop, or by a ModuleWrapPolicy) every block parameter ends with `.grad =
+(wrapped by an indexed loop, or by a ModuleWrapPolicy; or by a helper wrapping the layer class its
+caller names) every block parameter ends with `.grad =
 None` and torch only warns "None of the inputs have requires_grad=True". Blocks behind a trainable
 projection, blocks whose grad-carrying gate comes by keyword (checkpoint_wrapper packs keywords into
 positional checkpoint inputs under REENTRANT), and NO_REENTRANT wrappers are exact. With
@@ -57,6 +58,7 @@ def step_both(build, batch):
         ("build_sequential", fx.make_batch(), "blocks."),
         ("build_by_indexed_loop", fx.make_tokens(), "layers."),
         ("build_by_policy", fx.make_tokens(), "layers."),
+        ("build_by_helper", fx.make_batch(), "blocks."),
     ],
 )
 def test_reentrant_wrapped_blocks_on_inputs_without_grad_get_no_gradient(build, batch, frozen_prefix):
@@ -69,7 +71,10 @@ def test_reentrant_wrapped_blocks_on_inputs_without_grad_get_no_gradient(build, 
 
 @pytest.mark.parametrize(
     "build, batch",
-    [("build_projected", fx.make_batch()), ("build_gated", fx.make_batch()), ("build_non_reentrant", fx.make_batch()), ("build_projected_sequential", fx.make_batch())],
+    [
+        ("build_projected", fx.make_batch()), ("build_gated", fx.make_batch()), ("build_non_reentrant", fx.make_batch()),
+        ("build_projected_sequential", fx.make_batch()), ("build_projected_by_helper", fx.make_batch()),
+    ],  # fmt: skip
 )
 def test_wrapped_blocks_with_an_input_that_requires_grad_or_non_reentrant_are_exact(build, batch):
     got, ref, warned = step_both(build, batch)
