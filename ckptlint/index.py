@@ -42,7 +42,7 @@ from ckptlint.mode_effects import LEAVES_MODE, MAY_CHANGE_MODE, ModeEffect, fold
 from ckptlint.module_hooks import HookSignature, hook_functions, might_register_hooks
 from ckptlint.site_text import SITE_TEXT, at_word_start
 from ckptlint.syntax import check_future_imports
-from ckptlint.wrapped_modules import ActivationWrap, activation_wraps
+from ckptlint.wrapped_modules import ActivationWrap, activation_wraps, checkpoint_decorators, decorated_forwards
 
 CONTAINERS = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"})
 PARTIAL = frozenset({"functools.partial"})
@@ -408,6 +408,10 @@ class ModuleSummary:
     # Builders whose object is a container built right in the returned call (`return
     # nn.Sequential(nn.Linear(...), nn.Dropout(p))`): the classes it holds.
     builder_contents: dict[str, list[str]] = field(default_factory=dict)
+    # Decorators defined here that checkpoint what they decorate (`wrapped_modules.checkpoint_decorators`),
+    # and the classes here whose `forward` is decorated: [class, decorator, line].
+    checkpoint_decorators: dict[str, list] = field(default_factory=dict)
+    decorated_forwards: list[list] = field(default_factory=list)
     digest: str = field(default="", compare=False)
 
     def to_json_text(self) -> str:
@@ -461,6 +465,8 @@ class ModuleSummary:
             builder_contents=data["builder_contents"],
             handed_models=data["handed_models"],
             closure_factories=tuple(data["closure_factories"]),
+            checkpoint_decorators=data["checkpoint_decorators"],
+            decorated_forwards=data["decorated_forwards"],
             cache_builders=tuple(data["cache_builders"]),
             registry_facts=RegistryFacts(**data["registry_facts"]),
             hook_functions={name: HookSignature(**hook) for name, hook in data["hook_functions"].items()},
@@ -685,6 +691,8 @@ class _Summarizer:
             builder_contents=self.builder_contents,
             handed_models=self.handed_models,
             closure_factories=tuple(self.closure_factories),
+            checkpoint_decorators=checkpoint_decorators(tree, self.qualify) if "checkpoint" in source else {},
+            decorated_forwards=decorated_forwards(tree, self.qualify, self.module),
         )
 
     def grad_off_decorators(self, tree: ast.Module) -> tuple[str, ...]:
@@ -3157,7 +3165,23 @@ class ProjectIndex:
                     for cls in dict.fromkeys(self.canonical(c) for c in classes):
                         if self.class_(cls) is not None:
                             self._wrapped.setdefault(cls, []).append((module.path, wrap))
+                for cls, decorator, line in module.decorated_forwards:
+                    wrap = self._decorator_wrap(decorator, line)
+                    if wrap is not None:
+                        self._wrapped.setdefault(self.canonical(cls), []).append((module.path, wrap))
         return self._wrapped.get(class_qualname, [])
+
+    def _decorator_wrap(self, decorator: str, line: int) -> Optional[ActivationWrap]:
+        """A `forward` decorated (at `line`) with a project decorator that checkpoints it: every call
+        of the module is a checkpoint of it, as if checkpoint_wrapper wrapped it."""
+        module, name = self.split(self.canonical(decorator))
+        found = module.checkpoint_decorators.get(name) if module is not None else None
+        if found is None:
+            return None
+        at, reentrant, preserve, training_only = found
+        flag = f"use_reentrant={reentrant}" if reentrant is not None else "a use_reentrant the analysis cannot resolve"
+        impl = f"{flag} ({module.path}:{at})" + (" when training" if training_only else "")
+        return ActivationWrap(line, f"the decorator `@{name}` on its forward", (), reentrant=reentrant, preserve_rng_state=preserve, impl=impl, training_only=training_only)
 
     def held_wraps(self, owner: str, attr: str) -> list[tuple[str, ActivationWrap]]:
         """Where the project wraps the module an attribute holds (`self.conv = checkpoint_wrapper(...)`

@@ -54,8 +54,12 @@ class ActivationWrap:
     # (`check_fn=lambda m: isinstance(m, layer_cls)` in `def checkpoint_layers(model, layer_cls)`).
     class_param: str = ""
     class_position: int = -1
+    # The wrapper checkpoints only in training (a decorator's `if self.training:`).
+    training_only: bool = False
 
     def describe(self) -> str:
+        if self.how.startswith("the decorator"):
+            return "the module"
         if self.class_param:
             return f"the `{self.class_param}` modules its callers name in `{self.function}`"
         if self.held:
@@ -378,3 +382,55 @@ def _mode(keywords: dict[str, ast.expr], args: list[ast.expr], qualify: Qualify,
     if function != TORCH_CHECKPOINT or not (isinstance(flag, ast.Constant) and isinstance(flag.value, bool)) or impl_reentrant is None:
         return unknown
     return {"reentrant": flag.value, "preserve_rng_state": preserve, "impl": f"checkpoint_fn=checkpoint, use_reentrant={flag.value}", "packs_keywords": packs}
+
+
+def checkpoint_decorators(tree: ast.Module, qualify: Qualify) -> dict[str, list]:
+    """Module-level decorators whose wrapper checkpoints the function they decorate: `def
+    checkpointed(forward)` returning a `def wrapper(self, *args)` that calls `checkpoint(forward,
+    self, *args, use_reentrant=...)`. name -> [line of that call, use_reentrant (None: not a
+    literal, or not passed), preserve_rng_state (None: not a literal), whether only the body of an
+    `if ... .training` test reaches it]."""
+    found: dict[str, list] = {}
+    for function in tree.body:
+        if not isinstance(function, ast.FunctionDef) or len(function.args.args) != 1:
+            continue
+        wrapped = function.args.args[0].arg
+        returned = next((s.value.id for s in function.body if isinstance(s, ast.Return) and isinstance(s.value, ast.Name)), None)
+        inner = next((s for s in function.body if isinstance(s, ast.FunctionDef) and s.name == returned), None)
+        if inner is None:
+            continue
+        for statement in inner.body:
+            training = isinstance(statement, ast.If) and any(isinstance(n, ast.Attribute) and n.attr == "training" for n in ast.walk(statement.test))
+            reached = [*statement.body] if training else [statement]  # type: ignore[attr-defined]
+            call = next((n for s in reached for n in ast.walk(s) if _checkpoints(n, wrapped, qualify)), None)
+            if call is None:
+                continue
+            keywords = _keywords(call.keywords)  # type: ignore[attr-defined]
+            flags = [keywords.get(name) for name in ("use_reentrant", "preserve_rng_state")]
+            known = [f.value if isinstance(f, ast.Constant) and isinstance(f.value, bool) else None for f in flags]
+            found[function.name] = [call.lineno, known[0], True if flags[1] is None else known[1], training]
+            break
+    return found
+
+
+def _checkpoints(node: ast.AST, wrapped: str, qualify: Qualify) -> bool:
+    """`checkpoint(wrapped, ...)`: torch's checkpoint of the decorated function."""
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)) and qualify(node.func) == TORCH_CHECKPOINT
+        and bool(node.args) and _is_name(node.args[0], wrapped)
+    )  # fmt: skip
+
+
+def decorated_forwards(tree: ast.Module, qualify: Qualify, module: str) -> list[list]:
+    """[class, qualified decorator, line] for each class of the module whose `forward` is decorated
+    (`@checkpointed`): the index keeps those a project decorator checkpoints (`checkpoint_decorators`)."""
+    found: list[list] = []
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        forward = next((m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "forward"), None)
+        for decorator in forward.decorator_list if forward is not None else ():
+            named = qualify(decorator) if isinstance(decorator, (ast.Name, ast.Attribute)) else None
+            if named:
+                found.append([f"{module}.{cls.name}", named, decorator.lineno])
+    return found

@@ -436,3 +436,83 @@ def test_a_helper_applying_checkpointing_to_the_layer_class_its_caller_names(pro
     train = "from torch import nn\n\nfrom pkg.ac import checkpoint_layers\nfrom pkg.model import Block, Net\nfrom pkg.io import pick_class\n\n" + caller + "\n"
     project({"pkg/__init__.py": "", "pkg/io.py": "def pick_class():\n    pass\n", "pkg/model.py": MODEL, "pkg/ac.py": helper, "train.py": train})
     assert findings(check()) == expected
+
+
+DECORATORS = """\
+import functools
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+
+def checkpointed(forward):
+    @functools.wraps(forward)
+    def wrapper(self, *args):
+        if self.training:
+            return checkpoint(forward, self, *args, use_reentrant=True)
+        return forward(self, *args)
+
+    return wrapper
+
+
+def checkpointed_non_reentrant(forward):
+    def wrapper(self, *args):
+        return checkpoint(forward, self, *args, use_reentrant=False)
+
+    return wrapper
+
+
+def logged(forward):
+    def wrapper(self, *args):
+        print(type(self).__name__)
+        return forward(self, *args)
+
+    return wrapper
+"""
+
+DECORATED_MODEL = """\
+from torch import nn
+
+from pkg.deco import {decorator}
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    @{decorator}
+    def forward(self, x):
+        return self.fc(x)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block() for _ in range(2)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+"""
+
+
+@pytest.mark.parametrize(
+    "decorator, expected",
+    [
+        ("checkpointed", [("pkg/model.py", 23, "CKPT001")]),
+        ("checkpointed_non_reentrant", []),
+        ("logged", []),
+    ],
+)
+def test_a_forward_decorated_with_a_checkpointing_decorator_makes_its_calls_sites(project, decorator, expected):
+    """`@checkpointed def forward(self, x)` with a project decorator whose wrapper runs
+    `checkpoint(forward, self, *args, use_reentrant=True)`: every call of such a module is a reentrant
+    checkpoint of it (only in training, where the wrapper checks `self.training`)."""
+    train = "import torch\n\nfrom pkg.model import Net\n\nmodel = Net()\nmodel(torch.randn(2, 4)).sum().backward()\n"
+    project({"pkg/__init__.py": "", "pkg/deco.py": DECORATORS, "pkg/model.py": DECORATED_MODEL.format(decorator=decorator), "train.py": train})
+    report = check()
+    assert findings(report) == expected
+    if expected:
+        assert "`@checkpointed`" in report["findings"][0]["message"], report["findings"][0]["message"]

@@ -833,7 +833,9 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
             if owner is None or not self.index.layers_never_checkpointed(owner):
                 self.record(self.hf_layer_site(node, callee))
         elif isinstance(callee, ModuleObject) and (site := self.wrapped_module_site(node, callee)) is not None:
+            wrapper_trains_only = site.training_only
             self.record(site)
+            site.training_only = site.training_only or wrapper_trains_only
 
     def draws_nothing(self, name: str, node: cst.Call) -> bool:
         """A dropout call whose `p` is a literal 0 or whose training flag is a literal False."""

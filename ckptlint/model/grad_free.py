@@ -102,7 +102,7 @@ def _reached(model: "FileModel", resolver: "Resolver", value: Value, state: Mode
         # reached where no call spells it (inside an `nn.Sequential`): the wrapper checkpoints every
         # call of it, in any mode and whether or not grad is on (torch 2.13's CheckpointWrapper.forward).
         wraps = model.index.activation_wraps(part.owner_class) if part.owner_class and part.hook is None else []
-        if wraps:
+        if wraps and not any(wrap.training_only for _, wrap in wraps):
             path, wrap = wraps[0]
             model.index.cited.add(path)
             return (

@@ -420,6 +420,7 @@ class SiteConstruction:
             keyword_values=tuple(self.evaluate(a.value) for a in reaching),
             has_star_args=arguments.has_star_args or arguments.unresolved_kwargs,
             callee_has_parameters=self.flow.has_parameters(module.classes),
+            training_only=all(wrap.training_only for _, wrap in found),  # a decorator's `if self.training:`
         )
 
     def hf_enable_site(self, node: cst.Call, method: str) -> CheckpointSite:
