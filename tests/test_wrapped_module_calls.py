@@ -470,32 +470,10 @@ def logged(forward):
     return wrapper
 """
 
-DECORATED_MODEL = """\
-from torch import nn
-
-from pkg.deco import {decorator}
-
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(4, 4)
-
-    @{decorator}
-    def forward(self, x):
-        return self.fc(x)
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.blocks = nn.ModuleList([Block() for _ in range(2)])
-
-    def forward(self, x):
-        for block in self.blocks:
-            x = block(x)
-        return x
-"""
+# The blocks of MODEL with their forward decorated (the calls of them stay at line 23).
+DECORATED_MODEL = MODEL.replace("from torch import nn\n", "from torch import nn\n\nfrom pkg.deco import {decorator}\n", 1).replace(
+    "    def forward(self, x):\n        return self.fc(x)", "    @{decorator}\n    def forward(self, x):\n        return self.fc(x)", 1
+)
 
 
 @pytest.mark.parametrize(
