@@ -408,10 +408,10 @@ class ModuleSummary:
     # Builders whose object is a container built right in the returned call (`return
     # nn.Sequential(nn.Linear(...), nn.Dropout(p))`): the classes it holds.
     builder_contents: dict[str, list[str]] = field(default_factory=dict)
-    # Decorators defined here that checkpoint what they decorate (`wrapped_modules.checkpoint_decorators`),
-    # and the classes here whose `forward` is decorated: [class, decorator, line].
-    checkpoint_decorators: dict[str, list] = field(default_factory=dict)
-    decorated_forwards: list[list] = field(default_factory=list)
+    # Decorators defined here that checkpoint what they decorate, and the classes here whose `forward`
+    # is decorated (`wrapped_modules.checkpoint_decorators`, `wrapped_modules.decorated_forwards`).
+    checkpoint_decorators: dict[str, dict] = field(default_factory=dict)
+    decorated_forwards: list[dict] = field(default_factory=list)
     digest: str = field(default="", compare=False)
 
     def to_json_text(self) -> str:
@@ -3165,10 +3165,10 @@ class ProjectIndex:
                     for cls in dict.fromkeys(self.canonical(c) for c in classes):
                         if self.class_(cls) is not None:
                             self._wrapped.setdefault(cls, []).append((module.path, wrap))
-                for cls, decorator, line in module.decorated_forwards:
-                    wrap = self._decorator_wrap(decorator, line)
+                for decorated in module.decorated_forwards:
+                    wrap = self._decorator_wrap(decorated["decorator"], decorated["line"])
                     if wrap is not None:
-                        self._wrapped.setdefault(self.canonical(cls), []).append((module.path, wrap))
+                        self._wrapped.setdefault(self.canonical(decorated["class"]), []).append((module.path, wrap))
         return self._wrapped.get(class_qualname, [])
 
     def _decorator_wrap(self, decorator: str, line: int) -> Optional[ActivationWrap]:
@@ -3178,10 +3178,14 @@ class ProjectIndex:
         found = module.checkpoint_decorators.get(name) if module is not None else None
         if found is None:
             return None
-        at, reentrant, preserve, training_only = found
+        reentrant = found["reentrant"]
         flag = f"use_reentrant={reentrant}" if reentrant is not None else "a use_reentrant the analysis cannot resolve"
-        impl = f"{flag} ({module.path}:{at})" + (" when training" if training_only else "")
-        return ActivationWrap(line, f"the decorator `@{name}` on its forward", (), reentrant=reentrant, preserve_rng_state=preserve, impl=impl, training_only=training_only)
+        # Named, not cited by line: results of the class's file must not depend on the decorator file's lines.
+        impl = f"{flag} in `{name}`" + (" when training" if found["training_only"] else "")
+        return ActivationWrap(
+            line, f"the decorator `@{name}` on its forward", (), reentrant=reentrant, preserve_rng_state=found["preserve_rng_state"], impl=impl,
+            training_only=found["training_only"],
+        )
 
     def held_wraps(self, owner: str, attr: str) -> list[tuple[str, ActivationWrap]]:
         """Where the project wraps the module an attribute holds (`self.conv = checkpoint_wrapper(...)`

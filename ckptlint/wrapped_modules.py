@@ -384,13 +384,14 @@ def _mode(keywords: dict[str, ast.expr], args: list[ast.expr], qualify: Qualify,
     return {"reentrant": flag.value, "preserve_rng_state": preserve, "impl": f"checkpoint_fn=checkpoint, use_reentrant={flag.value}", "packs_keywords": packs}
 
 
-def checkpoint_decorators(tree: ast.Module, qualify: Qualify) -> dict[str, list]:
+def checkpoint_decorators(tree: ast.Module, qualify: Qualify) -> dict[str, dict]:
     """Module-level decorators whose wrapper checkpoints the function they decorate: `def
     checkpointed(forward)` returning a `def wrapper(self, *args)` that calls `checkpoint(forward,
-    self, *args, use_reentrant=...)`. name -> [line of that call, use_reentrant (None: not a
-    literal, or not passed), preserve_rng_state (None: not a literal), whether only the body of an
-    `if ... .training` test reaches it]."""
-    found: dict[str, list] = {}
+    self, *args, use_reentrant=...)`. name -> {"line" of that call, "reentrant" (None: not a
+    literal, or not passed), "preserve_rng_state" (None: not a literal), "training_only": whether
+    only the body of an `if ... .training` test reaches it}. Lines sit under "line" keys, which the
+    summary's digest leaves out."""
+    found: dict[str, dict] = {}
     for function in tree.body:
         if not isinstance(function, ast.FunctionDef) or len(function.args.args) != 1:
             continue
@@ -408,7 +409,7 @@ def checkpoint_decorators(tree: ast.Module, qualify: Qualify) -> dict[str, list]
             keywords = _keywords(call.keywords)  # type: ignore[attr-defined]
             flags = [keywords.get(name) for name in ("use_reentrant", "preserve_rng_state")]
             known = [f.value if isinstance(f, ast.Constant) and isinstance(f.value, bool) else None for f in flags]
-            found[function.name] = [call.lineno, known[0], True if flags[1] is None else known[1], training]
+            found[function.name] = {"line": call.lineno, "reentrant": known[0], "preserve_rng_state": True if flags[1] is None else known[1], "training_only": training}
             break
     return found
 
@@ -421,10 +422,10 @@ def _checkpoints(node: ast.AST, wrapped: str, qualify: Qualify) -> bool:
     )  # fmt: skip
 
 
-def decorated_forwards(tree: ast.Module, qualify: Qualify, module: str) -> list[list]:
-    """[class, qualified decorator, line] for each class of the module whose `forward` is decorated
-    (`@checkpointed`): the index keeps those a project decorator checkpoints (`checkpoint_decorators`)."""
-    found: list[list] = []
+def decorated_forwards(tree: ast.Module, qualify: Qualify, module: str) -> list[dict]:
+    """{"class", "decorator" (qualified), "line"} for each class of the module whose `forward` is
+    decorated (`@checkpointed`): the index keeps those a project decorator checkpoints (`checkpoint_decorators`)."""
+    found: list[dict] = []
     for cls in tree.body:
         if not isinstance(cls, ast.ClassDef):
             continue
@@ -432,5 +433,5 @@ def decorated_forwards(tree: ast.Module, qualify: Qualify, module: str) -> list[
         for decorator in forward.decorator_list if forward is not None else ():
             named = qualify(decorator) if isinstance(decorator, (ast.Name, ast.Attribute)) else None
             if named:
-                found.append([f"{module}.{cls.name}", named, decorator.lineno])
+                found.append({"class": f"{module}.{cls.name}", "decorator": named, "line": decorator.lineno})
     return found

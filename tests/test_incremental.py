@@ -246,3 +246,11 @@ def test_a_summarys_digest_covers_declarations_not_positions():
     assert '"line": 5' in summarize(source, "pkg/m.py", "pkg.m", False).to_json_text()
     assert digest(source) == digest("\n\n" + source)
     assert digest(source) != digest(source.replace("requires_grad_(False)", "requires_grad_(True)"))
+    # Decorated forwards and checkpointing decorators (wrapped_modules) keep their lines out of it too.
+    decorated = (
+        "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
+        "def checkpointed(forward):\n    def wrapper(self, *args):\n        return checkpoint(forward, self, *args, use_reentrant=True)\n\n    return wrapper\n\n\n"
+        "class Block(nn.Module):\n    @checkpointed\n    def forward(self, x):\n        return x\n"
+    )
+    assert digest(decorated) == digest("\n\n" + decorated)
+    assert digest(decorated) != digest(decorated.replace("use_reentrant=True", "use_reentrant=False"))
