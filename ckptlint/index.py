@@ -2002,6 +2002,16 @@ def _ordered_params(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> t
     return tuple(a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs))
 
 
+def _agreed(contexts: Iterable[Optional[dict]]) -> Optional[dict]:
+    """What every context says alike; None when one of them is not known at all."""
+    agreed: Optional[dict] = None
+    for known in contexts:
+        if known is None:
+            return None
+        agreed = known if agreed is None else {name: value for name, value in agreed.items() if known.get(name) == value}
+    return agreed
+
+
 def _positions_and_defaults(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> dict[str, list]:
     """Parameter -> [position, [literal default] or []] (keyword-only ones have no position a call fills)."""
     names, defaults = _signature(function, skip_self=False)
@@ -2438,7 +2448,7 @@ class ProjectIndex:
         self._constructions: Optional[dict[str, list[Optional[dict[str, list]]]]] = None
         self._submodule_bindings: Optional[dict[str, list[tuple[str, AttrBinding]]]] = None
         self._factory_built: Optional[frozenset[str]] = None
-        self._init_values: dict[tuple[str, int], Context] = {}
+        self._init_values: dict[str, Context] = {}
         self._call: Optional[tuple[str, dict[str, object]]] = None  # see `_calling`
         self._registries: dict[str, Optional[tuple[str, ...]]] = {}
         self._registry_names: Optional[frozenset[str]] = None
@@ -2607,13 +2617,7 @@ class ProjectIndex:
         calls = self.script_constructions(class_qualname)
         if not calls or class_qualname in self.constructed_classes() or self.subclasses(class_qualname):
             return None
-        agreed: Optional[dict] = None
-        for arguments in calls:
-            known = passed(self, class_qualname, arguments, None) if arguments is not None else {}
-            if known is None:
-                return None
-            agreed = known if agreed is None else {name: value for name, value in agreed.items() if known.get(name) == value}
-        return agreed
+        return _agreed(passed(self, class_qualname, arguments, None) if arguments is not None else {} for arguments in calls)
 
     def script_constructions(self, class_qualname: str) -> list[Optional[dict[str, list]]]:
         """The arguments of each construction of the class in script code (`ModuleSummary.constructions`)."""
@@ -2677,30 +2681,26 @@ class ProjectIndex:
         value = self.init_values(class_qualname).get(operand[2])
         return (value.value,) if value is not None else None
 
-    def init_values(self, class_qualname: str, depth: int = 0) -> Context:
+    def init_values(self, class_qualname: str) -> Context:
         """The literals `__init__`'s parameters hold in every instance of the class the project
         builds: what each construction passes (a submodule's, in its holder's instances), defaults
         filled in; only those all agree on. Empty when something may build it out of view (a
-        factory, a registry, a project subclass) or nothing builds it."""
-        key = (class_qualname, depth)
-        if key in self._init_values:
-            return self._init_values[key]
-        self._init_values[key] = {}
-        if depth > _MAX_FREEZE_DEPTH or self.subclasses(class_qualname) or class_qualname in self.factory_built_classes():
+        factory, a registry, a project subclass) or nothing builds it (or, while it is being worked
+        out, for a holder that builds itself)."""
+        if class_qualname in self._init_values:
+            return self._init_values[class_qualname]
+        self._init_values[class_qualname] = {}
+        if self.subclasses(class_qualname) or class_qualname in self.factory_built_classes():
             return {}
-        contexts: list[Optional[dict]] = [
-            passed(self, class_qualname, arguments, None) if arguments is not None else None for arguments in self.script_constructions(class_qualname)
+        contexts = [
+            *(passed(self, class_qualname, arguments, None) if arguments is not None else None for arguments in self.script_constructions(class_qualname)),
+            *(
+                passed(self, class_qualname, binding.arguments, self.init_values(holder)) if binding.arguments is not None else None
+                for holder, binding in self.submodule_bindings(class_qualname)
+            ),
         ]
-        for holder, binding in self.submodule_bindings(class_qualname):
-            context = self.init_values(holder, depth + 1)
-            contexts.append(passed(self, class_qualname, binding.arguments, context) if binding.arguments is not None else None)
-        agreed: Optional[dict] = None
-        for known in contexts:
-            if known is None:
-                return {}
-            agreed = known if agreed is None else {name: value for name, value in agreed.items() if known.get(name) == value}
-        self._init_values[key] = agreed or {}
-        return self._init_values[key]
+        self._init_values[class_qualname] = _agreed(contexts) or {}
+        return self._init_values[class_qualname]
 
     def flag_setters(self, class_qualname: str, method: str) -> Optional[dict[str, list]]:
         """The flags the method (as the class resolves it) sets on every path (`ClassSummary.flag_setters`);
@@ -3198,12 +3198,7 @@ class ProjectIndex:
         `position`, -1 for keyword-only): `model = GPT(config); setup(model)`, read from the steps
         recorded on each object a function or script builds."""
         slots = (param, str(position)) if position >= 0 else (param,)
-        classes: dict[str, None] = {}
-        for summary in self.modules.values():
-            for key, steps in summary.instance_freezes.items():
-                if any(step.callee and not step.member and step.slot in slots and self.canonical(step.callee) == function for step in steps):
-                    classes[self.canonical(key.split("|", 1)[1])] = None
-        return list(classes)
+        return list(dict.fromkeys(self.canonical(key.split("|", 1)[1]) for key, step in self._calls_handing(function) if step.slot in slots))
 
     def classes_handed(self, function: str, param: str, position: int) -> list[str]:
         """The classes (not instances) the project's calls of `function` hand it as `param`
@@ -3211,15 +3206,21 @@ class ProjectIndex:
         record them (`FreezeStep.passed`)."""
         slots = (param, str(position)) if position >= 0 else (param,)
         classes: dict[str, None] = {}
-        for summary in self.modules.values():
-            for steps in summary.instance_freezes.values():
-                for step in steps:
-                    if step.callee and step.passed and not step.member and self.canonical(step.callee) == function:
-                        handed = json.loads(step.passed)
-                        given = next((handed[slot] for slot in slots if slot in handed), None)
-                        if isinstance(given, dict) and "class" in given:
-                            classes[self.canonical(given["class"])] = None
+        for _, step in self._calls_handing(function):
+            handed = json.loads(step.passed) if step.passed else {}
+            given = next((handed[slot] for slot in slots if slot in handed), None)
+            if isinstance(given, dict) and "class" in given:
+                classes[self.canonical(given["class"])] = None
         return list(classes)
+
+    def _calls_handing(self, function: str) -> Iterator[tuple[str, FreezeStep]]:
+        """(instance key, step) for each call of `function` that the steps on the objects the project
+        builds record (the object handed whole, not a submodule of it)."""
+        for summary in self.modules.values():
+            for key, steps in summary.instance_freezes.items():
+                for step in steps:
+                    if step.callee and not step.member and self.canonical(step.callee) == function:
+                        yield key, step
 
     def caller_blocks(self, target: str) -> Optional[list[tuple[ModuleSummary, Optional[str]]]]:
         """Top-level statements that may call `target` (a function, or a method of a class), as

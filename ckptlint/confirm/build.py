@@ -205,25 +205,27 @@ def _script_plan(job: dict[str, Any], module: types.ModuleType) -> Plan:
     grad_free = tuple(
         (os.path.realpath(f.get("path", job["path"])), f["line"], f.get("end_line") or f["line"]) for f in job["findings"] if f["code"] == GRAD_FREE_CODE
     )
-    main_path = (job.get("usage") or {}).get("main_path")
-    switches = _switches_to_findings(job, main_path)
-    if main_path:
-        # The main lives in another project file: import its definitions and run it from there.
-        module = import_file(main_path, definitions_only=usage.flat_script(main_path))
-        found = script.make_script_run(module, main_path, None, class_name, job.get("steps", 1), os.path.basename(main_path), grad_free, switches)
-    else:
-        found = script.make_script_run(module, job["path"], job.get("source"), class_name, job.get("steps", 1), grad_free=grad_free, switches=switches)
+    module, path, source, switches = _main_of(job, module)
+    shown = os.path.basename(path) if path != job["path"] else "the file"
+    found = script.make_script_run(module, path, source, class_name, job.get("steps", 1), shown, grad_free, switches)
     if found is None:
         raise CannotRun("the file has no main to run")
     make, description = found
     return Plan(make, description, fallible=True)
 
 
-def _switches_to_findings(job: dict[str, Any], main_path: Optional[str]) -> tuple[str, ...]:
-    """The command-line switches the main must be given for the findings in its own file to run
-    (`if args.gradient_checkpointing:` around them)."""
-    path = main_path or job["path"]
-    source = job.get("source") if not main_path else None
+def _main_of(job: dict[str, Any], module: types.ModuleType) -> tuple[types.ModuleType, str, Optional[str], tuple[str, ...]]:
+    """(module, path, source) of the file whose main runs the target, and the command-line switches
+    that main needs: the target's own file, or another project file (imported for its definitions)."""
+    main_path = (job.get("usage") or {}).get("main_path")
+    if main_path:
+        return import_file(main_path, definitions_only=usage.flat_script(main_path)), main_path, None, _switches_to_findings(job, main_path, None)
+    return module, job["path"], job.get("source"), _switches_to_findings(job, job["path"], job.get("source"))
+
+
+def _switches_to_findings(job: dict[str, Any], path: str, source: Optional[str]) -> tuple[str, ...]:
+    """The command-line switches the main of `path` must be given for the findings in that file to
+    run (`if args.gradient_checkpointing:` around them)."""
     if source is None:
         try:
             source = Path(path).read_text(encoding="utf-8", errors="replace")
@@ -236,13 +238,8 @@ def _switches_to_findings(job: dict[str, Any], main_path: Optional[str]) -> tupl
 def _main_model_plan(job: dict[str, Any], module: types.ModuleType, device: str) -> Plan:
     """The main stops on its own before a backward (its data is not there): the model it built and
     set up by then, run on synthesised inputs."""
-    main_path = (job.get("usage") or {}).get("main_path")
-    switches = _switches_to_findings(job, main_path)
-    if main_path:
-        # The main lives in another project file (a training script building the target class).
-        left = script.model_left_by_main(import_file(main_path, definitions_only=usage.flat_script(main_path)), main_path, None, job["qualname"], switches)
-    else:
-        left = script.model_left_by_main(module, job["path"], job.get("source"), job["qualname"] if job["kind"] == "class" else "", switches)
+    main, path, source, switches = _main_of(job, module)
+    left = script.model_left_by_main(main, path, source, job["qualname"] if job["kind"] == "class" else "", switches)
     if left is None:
         raise CannotRun("the file has no main to run")
     ab.seed_everything()
@@ -416,9 +413,8 @@ def _lightning_entry(cls: type) -> Optional[str]:
     """"training_step" for a LightningModule that trains through it and defines no `forward` of its
     own (Lightning's fit loop calls `training_step`; its `forward` raises)."""
     base = _lightning_class(cls)
-    if base is None or "training_step" not in {name for c in cls.__mro__[: cls.__mro__.index(base)] for name in vars(c)}:
-        return None
-    return None if any("forward" in vars(c) for c in cls.__mro__[: cls.__mro__.index(base)]) else "training_step"
+    own = {name for c in cls.__mro__[: cls.__mro__.index(base)] for name in vars(c)} if base is not None else set()
+    return "training_step" if "training_step" in own and "forward" not in own else None
 
 
 def _lightning_setup(model: nn.Module, batch: Any) -> None:
