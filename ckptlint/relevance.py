@@ -17,7 +17,7 @@ from typing import Iterator, Optional
 
 from ckptlint.config import Settings
 from ckptlint.index import Block, Member, ModuleSummary, ProjectIndex
-from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINERS, HF_TRAINING_ARGUMENTS, KNOWN_APIS, LIGHTNING_MODULES, LIGHTNING_NO_GRAD_STEPS
+from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINERS, HF_TRAINING_ARGUMENTS, KNOWN_APIS, LIGHTNING_MODULES, LIGHTNING_NO_GRAD_STEPS, TRAIN_MODE_EVENTS
 from ckptlint.site_text import SITE_TEXT, at_word_start
 
 # Where autograd may be switched off: a model called there may run a checkpoint for nothing (CKPT008),
@@ -169,6 +169,7 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
         grad_off_lines = [line for line in grad_off_lines if not _in_class(summary.blocks, line)]
     site_lines.extend(grad_off_lines)
     site_lines.extend(_plain_class_grad_off_lines(text, summary, index))
+    site_lines.extend(_callback_event_lines(text, summary, starts))
     site_lines.extend(bisect_right(starts, offset) for offset in _word_offsets(text, _grad_off_decorator_names(summary, index)))
     needed = _needed_blocks(summary, index, triggers, site_lines)
     # Inside a class, a checkpoint name is spotted by its text.
@@ -193,6 +194,16 @@ def _plain_class_grad_off_lines(text: str, summary: ModuleSummary, index: Projec
         return []
     lines = [text.count("\n", 0, match.start()) + 1 for match in METHOD_GRAD_OFF_TEXT.finditer(text)]
     return [line for line in lines if any(b.start <= line <= b.end for b in plain)]
+
+
+def _callback_event_lines(text: str, summary: ModuleSummary, starts: list[int]) -> list[int]:
+    """Lines sampling from a model in a callback's train-time event (`on_step_end`): the Trainer the
+    callback is handed to calls it with its model (`caller_modes.handed_generates`)."""
+    if GENERATE_TEXT not in text:
+        return []
+    events = [member for block in summary.blocks for member in block.members if member.name in TRAIN_MODE_EVENTS]
+    lines = [bisect_right(starts, match.start()) for match in re.finditer(re.escape(GENERATE_TEXT), text)] if events else []
+    return [line for line in lines if any(member.start <= line <= member.end for member in events)]
 
 
 def _in_class(blocks: list[Block], line: int) -> bool:

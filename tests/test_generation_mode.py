@@ -129,3 +129,73 @@ def test_a_sampling_helper_in_a_file_of_its_own(project):
         report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
         assert report.errors == []
         assert {(f.path.rsplit("/", 1)[-1], f.line) for f in report.findings if f.code == "CKPT004"} == expected
+
+
+# A TrainerCallback's train-time events get the Trainer's model in train mode with checkpointing on
+# (measured in tests/runtime/test_sampling_callbacks_runtime.py).
+CALLBACKS = '''import torch
+from transformers import AutoModelForCausalLM, Trainer, TrainerCallback, TrainingArguments
+
+
+class Sampler(TrainerCallback):
+    def __init__(self, prompts):
+        self.prompts = prompts
+
+{events}
+
+def main(prompts, data):
+    model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+{main}'''
+ARGS = 'TrainingArguments("out", gradient_checkpointing=True)'
+STEP_END = "    def on_step_end(self, args, state, control, model=None, **kwargs):\n        return model.generate(self.prompts)\n"
+
+
+@pytest.mark.parametrize(
+    "events, main, expected",
+    [
+        (STEP_END, f"    Trainer(model=model, args={ARGS}, train_dataset=data, callbacks=[Sampler(prompts)]).train()\n", {10}),
+        (STEP_END, f"    sampler = Sampler(prompts)\n    trainer = Trainer(model, {ARGS}, callbacks=(sampler,))\n    trainer.train()\n", {10}),
+        (STEP_END, f"    trainer = Trainer(model=model, args={ARGS})\n    trainer.add_callback(Sampler(prompts))\n    trainer.train()\n", {10}),
+        # Checkpointing switched on on the model before the Trainer is built.
+        (STEP_END, '    model.gradient_checkpointing_enable()\n    Trainer(model=model, args=TrainingArguments("out"), callbacks=[Sampler(prompts)]).train()\n', {10}),
+        # The model taken from the keywords the Trainer passes.
+        ("    def on_epoch_begin(self, args, state, control, **kwargs):\n        model = kwargs['model']\n        return model.generate(self.prompts)\n",
+         f"    Trainer(model=model, args={ARGS}, callbacks=[Sampler(prompts)]).train()\n", {11}),
+        ("    def on_train_begin(self, args, state, control, **kwargs):\n        model = kwargs.get('model')\n        return model.generate(self.prompts)\n",
+         f"    Trainer(model=model, args={ARGS}, callbacks=[Sampler(prompts)]).train()\n", {11}),
+        # Correct: eval() first; an event that may follow an evaluation (eval mode); no checkpointing.
+        ("    def on_step_end(self, args, state, control, model=None, **kwargs):\n        model.eval()\n        out = model.generate(self.prompts)\n        model.train()\n        return out\n",
+         f"    Trainer(model=model, args={ARGS}, callbacks=[Sampler(prompts)]).train()\n", set()),
+        ("    def on_evaluate(self, args, state, control, model=None, **kwargs):\n        return model.generate(self.prompts)\n",
+         f"    Trainer(model=model, args={ARGS}, callbacks=[Sampler(prompts)]).train()\n", set()),
+        (STEP_END, '    Trainer(model=model, args=TrainingArguments("out"), callbacks=[Sampler(prompts)]).train()\n', set()),
+        (STEP_END, '    Trainer(model=model, args=TrainingArguments("out", gradient_checkpointing=False), callbacks=[Sampler(prompts)]).train()\n', set()),
+        # A callback never handed to a Trainer: its caller is unknown.
+        (STEP_END, "    return Sampler(prompts)\n", set()),
+    ],
+)
+def test_generation_in_a_trainer_callback(events, main, expected):
+    report = lint_text(CALLBACKS.format(events=events, main=main))
+    assert report.errors == []
+    assert {f.line for f in report.findings if f.code == "CKPT004"} == expected
+
+
+def test_the_message_names_the_trainer_event():
+    main = f"    Trainer(model=model, args={ARGS}, callbacks=[Sampler(prompts)]).train()\n"
+    [finding] = [f for f in lint_text(CALLBACKS.format(events=STEP_END, main=main)).findings if f.code == "CKPT004"]
+    assert "(`example.main` hands `Sampler(prompts)` to a Trainer training it with checkpointing on, which calls `on_step_end` with the model in train mode)" in finding.message
+
+
+def test_a_callback_in_a_file_of_its_own(project):
+    """The callback's file names neither checkpointing nor the Trainer's arguments; the training script does."""
+    from ckptlint.config import Settings
+    from ckptlint.engine import lint
+    from ckptlint.versions import resolve_versions
+
+    callbacks = "from transformers import TrainerCallback\n\n\nclass Sampler(TrainerCallback):\n    def __init__(self, prompts):\n        self.prompts = prompts\n\n" + STEP_END
+    head = CALLBACKS.split("\n\nclass Sampler")[0] + "\nfrom callbacks import Sampler\n\n\ndef main(prompts, data):\n    model = AutoModelForCausalLM.from_pretrained(\"meta-llama/Llama-3.2-1B\")\n"
+    for arguments, expected in ((ARGS, {("callbacks.py", 9)}), ('TrainingArguments("out")', set())):
+        root = project({"callbacks.py": callbacks, "train.py": head + f"    Trainer(model=model, args={arguments}, callbacks=[Sampler(prompts)]).train()\n"})
+        report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
+        assert report.errors == []
+        assert {(f.path.rsplit("/", 1)[-1], f.line) for f in report.findings if f.code == "CKPT004"} == expected

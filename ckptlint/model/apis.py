@@ -81,6 +81,10 @@ HF_TRAINING_ARGUMENTS = frozenset(
     }
 )
 HF_TRAINERS = frozenset({"transformers.Trainer", "transformers.Seq2SeqTrainer", "transformers.trainer.Trainer", "trl.SFTTrainer"})
+# The TrainerCallback events a Trainer calls with its model in train mode, checkpointing on when its
+# arguments switch it on, whatever the evaluation strategy (measured with transformers 5.23; the
+# others may follow an evaluation, which leaves the model in eval mode).
+TRAIN_MODE_EVENTS = ("on_train_begin", "on_epoch_begin", "on_step_end", "on_substep_end", "on_pre_optimizer_step", "on_optimizer_step")
 HF_TRAINING_FLAGS = {"gradient_checkpointing": "gradient_checkpointing_kwargs", "activation_checkpointing": "activation_checkpointing_kwargs"}
 # transformers models built from a config start in train mode like any new nn.Module (measured:
 # `LlamaForCausalLM(config)`, `AutoModelForCausalLM.from_config(config)`); `from_pretrained` switches

@@ -133,6 +133,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         self.held = HeldModels()
         # `Trainer(...)` calls with checkpointing TrainingArguments (by node id) -> the model they train.
         self.trainer_models: dict[int, str] = {}
+        # `Trainer(...)` calls that switch checkpointing on (by node id) -> where.
+        self.trainer_checkpointing: dict[int, cst.CSTNode] = {}
         self.calls: dict[str, list[CallRecord]] = {}
         self.wrapper_calls: list[WrapperCall] = []
         # This file's top-level `def`s by qualified name, for reading a `check_fn` defined anywhere in it.

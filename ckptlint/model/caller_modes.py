@@ -36,7 +36,10 @@ def _handed_generate(model: "FileModel", resolver: "Resolver", generate: "Parame
         state = record.states.get(key) if key is not None else None
         if state is not None and state.training is True and state.checkpointing is not None:
             caller = f"`{_short(record.caller)}`" if record.caller not in model.index.modules else f"module-level code of `{record.caller}`"
-            handed = f"{caller} hands it over so: `{code(record.node)}`"
+            if record.event is not None:
+                handed = f"{caller} hands `{code(record.node)}` to a Trainer training it with checkpointing on, which calls `{record.event}` with the model in train mode"
+            else:
+                handed = f"{caller} hands it over so: `{code(record.node)}`"
             return CacheUse(generate.node, "generate", generate.model, state.checkpointing, handed_by=handed)
     return None
 

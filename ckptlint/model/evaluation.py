@@ -246,6 +246,10 @@ class Evaluation:
             if registered is not None:
                 return registered  # `MODELS[name]`: one of the classes the registry holds
             whole = self.evaluate(node.value)
+            if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+                passed = self.keyword_passed(whole, node.slice[0].slice.value)
+                if passed is not None:
+                    return passed
             index = _literal_index(node) if isinstance(whole, Items) else None
             if index is not None and -len(whole.values) <= index < len(whole.values):  # type: ignore[union-attr]
                 return whole.values[index]  # type: ignore[union-attr]  # `parser.parse_known_args()[0]`, `pair[1]`
@@ -293,6 +297,9 @@ class Evaluation:
         if isinstance(node.func, cst.Attribute) and not is_self(node.func.value):
             receiver = self.evaluate(node.func.value)
             method = node.func.attr.value
+            passed = self.keyword_passed(receiver, node.args[0].value) if method == "get" and node.args and not node.args[0].keyword else None
+            if passed is not None:
+                return passed
             if isinstance(receiver, (Tensor, *SYMBOLIC)):
                 result = self.tensor_method(receiver, method, node)
                 if result is not None:
@@ -564,6 +571,15 @@ class Evaluation:
                 return Pieces(Tensor(receiver.grad, receiver.origin, receiver.frozen))
             return join_grad([receiver], Spelling("`{}`", node))
         return UNKNOWN if isinstance(receiver, Tensor) else None
+
+    def keyword_passed(self, mapping: Value, key: cst.BaseExpression) -> Optional[Param]:
+        """`kwargs["model"]` / `kwargs.get("model")` on this function's own `**kwargs`: what its callers
+        pass by the keyword `model`, a parameter in all but name (`summaries.bind` reads the call)."""
+        facts = self.scope.facts
+        if not (isinstance(mapping, Param) and facts is not None and mapping.function == facts.qualname and mapping.name == facts.star_star):
+            return None
+        name = key.evaluated_value if isinstance(key, cst.SimpleString) else None
+        return Param(name, mapping.function) if isinstance(name, str) and name.isidentifier() and name not in facts.params else None
 
     def returned_items(self, module: ModuleObject) -> Optional[Items]:
         """What a module defined earlier in this file returns as a tuple, element by element."""

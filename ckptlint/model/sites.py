@@ -277,6 +277,8 @@ class CallRecord:
     constructs: Optional[str] = None  # the class a constructor call builds
     # The object a method of a dataclass-style class is called on (`cfg.ckpt.kwargs()`): its `self`.
     receiver: Optional["Value"] = None
+    # A callback's event a Trainer calls (`on_step_end`): no call in the code spells it.
+    event: Optional[str] = None
 
 
 @dataclass(frozen=True, eq=False)

@@ -8,13 +8,13 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from ckptlint.model.apis import HF_TRAINERS, LIGHTNING_MODULES
+from ckptlint.model.apis import HF_TRAINERS, LIGHTNING_MODULES, TRAIN_MODE_EVENTS
 from ckptlint.model.hf_configs import CACHE, caches, config_argument
 from ckptlint.model.model_states import HF_DISABLE_METHODS, flags_set_by_method, keyed_state, model_key, resolved, set_flag, set_state, state_of
 from ckptlint.model.scope import Scope
 from ckptlint.model.sites import ApiKind, CacheUse, CallRecord, GradFreeCall, ModelHandOff, ModelState, ParameterGenerate
 from ckptlint.model.torch_knowledge import MODULE_BASES
-from ckptlint.model.values import Const, Instance, ModuleObject, Param, Ref, Value
+from ckptlint.model.values import UNKNOWN, Const, Instance, ModuleObject, Param, Ref, Value
 from ckptlint.versions import trainer_sets_use_cache
 
 
@@ -44,6 +44,10 @@ class TrainingScriptFacts:
                 trained = self.trainer_models[id(trainer.node)]
                 scope.trained_models.add(trained)
                 set_state(self, trained, ModelState(training=True))
+        if isinstance(func, cst.Attribute) and func.attr.value == "add_callback" and node.args:
+            trainer = self.evaluate(func.value)
+            if isinstance(trainer, Instance):
+                self.note_trainer_callbacks(trainer.node, [node.args[0].value])
         if isinstance(func, cst.Attribute):
             self.note_method_call(node, func)
         if isinstance(func, cst.Name):
@@ -56,6 +60,9 @@ class TrainingScriptFacts:
                 trained = self.note_trainer(node)
                 if trained is not None:
                     self.trainer_models[id(node)] = trained
+                callbacks = _trainer_arguments(node).get("callbacks")
+                if isinstance(callbacks, (cst.List, cst.Tuple)):
+                    self.note_trainer_callbacks(node, [e.value for e in callbacks.elements if not isinstance(e, cst.StarredElement)])
 
     def note_method_call(self, node: cst.Call, func: cst.Attribute) -> None:
         """`model.train()`, `model.forward(...)`, `model.generate(...)`, `self.policy(...)`, through
@@ -224,8 +231,7 @@ class TrainingScriptFacts:
     def note_trainer(self, node: cst.Call) -> Optional[str]:
         """`Trainer(model, args, ...)` (or by keyword) with checkpointing TrainingArguments: the
         Trainer enables checkpointing on that model when it trains. Returns the model's name."""
-        positional = [a.value for a in node.args if a.keyword is None and not a.star]
-        arguments = {**dict(zip(("model", "args"), positional)), **{a.keyword.value: a.value for a in node.args if a.keyword}}
+        arguments = _trainer_arguments(node)
         model, args = arguments.get("model"), arguments.get("args")
         if not isinstance(model, (cst.Name, cst.Call)) or args is None:
             return None
@@ -239,6 +245,7 @@ class TrainingScriptFacts:
                 self.sites.append(site)
         if site is None:
             return None
+        self.trainer_checkpointing[id(node)] = site.call
         if site.receiver is None:
             function_scope = next((s for s in reversed(self.scopes) if s.kind == "function"), None)
             site.receiver, site.trainer_function = self.evaluate(model), function_scope.qualname if function_scope else None
@@ -252,3 +259,32 @@ class TrainingScriptFacts:
             if setting is not None and self.evaluate(setting.value) == Const(True):
                 self.spell_cache(model.value, setting, "use_cache")
         return model.value
+
+    def note_trainer_callbacks(self, trainer: cst.Call, callbacks: list[cst.BaseExpression]) -> None:
+        """Callbacks handed to a Trainer that trains with checkpointing on (`callbacks=[...]`,
+        `trainer.add_callback(cb)`): it calls their train-time events with its model in train mode
+        (`TRAIN_MODE_EVENTS`), recorded as calls of those methods so the model's state reaches them
+        as any caller's does (`caller_modes.handed_generates`)."""
+        model = _trainer_arguments(trainer).get("model")
+        checkpointing = self.trainer_checkpointing.get(id(trainer))
+        if checkpointing is None and isinstance(model, cst.Name):
+            checkpointing = self.scope.checkpointed_models.get(model.value)  # switched on before the Trainer
+        if model is None or checkpointing is None:
+            return
+        handed = {"model": self.evaluate(model)}
+        state = {"model": ModelState(training=True, checkpointing=checkpointing)}
+        for callback in callbacks:
+            value = self.evaluate(callback)
+            cls = value.ctor if isinstance(value, Instance) else value.classes[0] if isinstance(value, ModuleObject) and len(value.classes) == 1 else None
+            for event in TRAIN_MODE_EVENTS if cls is not None else ():
+                owner = self.index.method_owner(cls, event)
+                if owner is not None:
+                    # The Trainer passes `args, state, control` by position and the rest by keyword.
+                    call = CallRecord(callback, (UNKNOWN,) * 3, handed, {}, False, True, True, self.scope.qualname, state, event=event)
+                    self.note_call((f"{owner.qualname}.{event}",), call)
+
+
+def _trainer_arguments(node: cst.Call) -> dict[str, cst.BaseExpression]:
+    """A Trainer's arguments by name: `model` and `args` may come first by position."""
+    positional = [a.value for a in node.args if a.keyword is None and not a.star]
+    return {**dict(zip(("model", "args"), positional)), **{a.keyword.value: a.value for a in node.args if a.keyword}}
