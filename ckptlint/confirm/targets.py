@@ -149,6 +149,13 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
         return Unrunnable("the finding is at module level, outside any class or function, and the file has no main or script that trains")
     top = chain[0]
     if isinstance(top, ast.ClassDef):
+        builder = _building_function(facts, top, chain, registered)
+        if builder is not None:
+            # A callback's or runner's method: the function that builds the object and hands it on
+            # (`Trainer(..., callbacks=[SampleLogger(prompts)]).train()`) runs it as training does.
+            target = resolve(path, builder.lineno, examples, source)
+            if isinstance(target, Target):
+                return replace(target, via=f"{builder.name} builds {top.name}")
         return _class_target(path, facts, top, chain, registered)
     function = top
     assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -305,8 +312,25 @@ def _sets_up_checkpointing(method: Union[ast.FunctionDef, ast.AsyncFunctionDef])
 
 
 def _plain_class(cls: ast.ClassDef) -> bool:
-    """A class with no bases but `object`: no module, whatever it holds."""
-    return all(isinstance(base, ast.Name) and base.id == "object" for base in cls.bases) and not cls.keywords
+    """A class with no bases but `object` or a framework's callback: no module, whatever it holds."""
+    return all(_base_name(base) in _PLAIN_BASES for base in cls.bases) and not cls.keywords
+
+
+# Bases of objects a trainer is handed, no modules: transformers' `TrainerCallback`, Lightning's `Callback`.
+_PLAIN_BASES = ("object", "TrainerCallback", "Callback")
+
+
+def _base_name(base: ast.expr) -> str:
+    return base.attr if isinstance(base, ast.Attribute) else base.id if isinstance(base, ast.Name) else ""
+
+
+def _building_function(facts: _FileFacts, cls: ast.ClassDef, chain: list[ast.AST], registered: set[str]) -> Optional[ast.FunctionDef]:
+    """For a finding in a method of a class that is no module, with no example for that method:
+    the first module-level function of the file that builds an object of the class."""
+    method = chain[1] if len(chain) > 1 else None
+    if not (_plain_class(cls) and isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))) or method.name == "__init__" or method.name in registered:
+        return None
+    return next((f for f in facts.functions.values() if cls.name in _called_names(f)), None)
 
 
 def _owning_root(facts: _FileFacts, name: str) -> str:

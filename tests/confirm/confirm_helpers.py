@@ -67,7 +67,7 @@ def verdicts_at(folder: Path, cases: Iterable[tuple[str, str, str, str]], *, exa
 
 
 def needs_transformers(path: str) -> bool:
-    return any(name in path for name in ("gpt2_cross_attention", "hf_vision_adapters", "hf_frozen_parts", "hf_loaders", "hf_builder", "hf_clip_vision", "hf_config", "hf_finetune", "hf_trainer", "hf_dropout_rng", "hf_from_pretrained", "hf_flat_chat", "hf_flat_vit", "hf_relative_position", "hf_trainer_layers", "peft_order", "rl_rollouts", "rl_reference_logprobs"))
+    return any(name in path for name in ("gpt2_cross_attention", "hf_vision_adapters", "hf_frozen_parts", "hf_loaders", "hf_builder", "hf_clip_vision", "hf_config", "hf_finetune", "hf_trainer", "hf_dropout_rng", "hf_from_pretrained", "hf_flat_chat", "hf_flat_vit", "hf_relative_position", "hf_trainer_layers", "peft_order", "rl_rollouts", "rl_reference_logprobs", "sampling_callbacks"))
 
 
 def needs_lightning(path: str) -> bool:

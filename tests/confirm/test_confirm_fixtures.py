@@ -152,6 +152,9 @@ EVIDENCE = {
     ("aux_loss_collectors.py", 38, "CKPT007"): [r"blocks\.0\.router\.gate\.\w+: gradient differs", r"target chosen because CollectedMoE builds Router"],
     ("phase_loops.py", 60, "CKPT008"): [r"checkpoint at phase_loops\.py:27 ran with grad disabled", r"the checkpoint calls of the model called at line 60"],
     ("distillation_eval.py", 83, "CKPT008"): [r"checkpoint at distillation_eval\.py:26 ran with grad disabled", r"the checkpoint calls of the model called at line 83"],
+    **{("sampling_callbacks.py", line, "CKPT004"): [
+        r"return value\[0\]: int64\[2, 14\] \[.*\] with checkpointing after backward; int64\[2, 14\] \[.*\] without", rf"target chosen because {function} builds {logger}",
+    ] for line, function, logger in ((38, "train_logging_samples", "SampleLogger"), (50, "train_logging_epoch_samples", "EpochSampleLogger"))},
     ("rl_rollouts.py", 62, "CKPT008"): [r"checkpoint at rl_rollouts\.py:62 ran with grad disabled"],
     ("rl_rollouts.py", 93, "CKPT004"): [r"return value: int64\[2, 14\] \[.*\] with checkpointing after backward; int64\[2, 14\] \[.*\] without", r"example sampling_a_policy_in_train_mode\(\)"],
     ("mode_helpers.py", 58, "CKPT008"): [r"checkpoint at mode_helpers\.py:30 ran with grad disabled", r"the checkpoint calls of the model called at line 58", r"example scoring_after_a_helper\(\)"],
@@ -318,6 +321,7 @@ LOOK_ALIKES = [
     ("rl_rollouts.py", "rollout_step_train_false", "policy.generate(", "CKPT004"),
     ("rl_rollouts.py", "warm_up_then_sample_in_eval_mode", "policy.generate(", "CKPT004"),
     ("rl_rollouts.py", "rollout_through_helper_in_eval_mode", "return sample_rollouts(policy, prompts)", "CKPT004"),
+    *(("sampling_callbacks.py", name, "model.generate(", "CKPT004") for name in ("EvalModeSampleLogger", "EvaluationSampleLogger")),
     ("frozen_upstream.py", "FrozenEmbeddingClassifierNonReentrant", "checkpoint(", "CKPT005"),
     ("frozen_upstream.py", "FrozenHeadClassifier", "checkpoint(", "CKPT005"),
     ("frozen_upstream.py", "HookedLoraClassifier", "checkpoint(", "CKPT005"),
