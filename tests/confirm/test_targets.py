@@ -305,3 +305,34 @@ def test_a_method_that_switches_checkpointing_on_runs_before_forward(tmp_path):
     line = next(i for i, text in enumerate(SETUP_METHOD.splitlines(), 1) if "preserve_rng_state=False" in text)
     target = targets.resolve(str(path), line)
     assert isinstance(target, targets.Target) and (target.qualname, target.method, target.setup) == ("Model", None, "apply_activation_checkpointing"), target
+
+
+CALLBACK = """
+from transformers import Trainer, TrainerCallback
+
+
+class Sampler(TrainerCallback):
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        model.generate(PROMPTS)
+
+
+class Runner:
+    def sample(self, model):
+        return model.generate(PROMPTS)
+
+
+def train(model, data):
+    Trainer(model=model, train_dataset=data, callbacks=[Sampler()]).train()
+"""
+
+
+def test_a_callbacks_method_runs_through_the_function_that_builds_the_callback(tmp_path):
+    """The Trainer calls the event; the function that hands the callback to it runs it as training does."""
+    path = tmp_path / "callbacks.py"
+    path.write_text(CALLBACK)
+    lines = [i for i, text in enumerate(CALLBACK.splitlines(), 1) if "generate" in text]
+    target = targets.resolve(str(path), lines[0])
+    assert isinstance(target, targets.Target) and (target.kind, target.qualname, target.via) == ("function", "train", "train builds Sampler"), target
+    # Built by nothing here: the method runs as a function of the object, through an example.
+    target = targets.resolve(str(path), lines[1])
+    assert isinstance(target, targets.Target) and (target.kind, target.qualname) == ("function", "Runner.sample"), target
