@@ -5,7 +5,7 @@ were most of that time."""
 from __future__ import annotations
 
 import ast
-from typing import Union
+from typing import Optional, Union
 
 Literal = Union[bool, int, float, str, None]
 
@@ -71,3 +71,30 @@ def child_fields(kind: type) -> tuple[str, ...]:
 _LEAF_FIELDS = frozenset({"ctx", "id", "attr", "arg", "asname", "name", "names", "module", "level", "kind", "type_comment", "op", "ops", "conversion", "is_async", "simple", "tag"})
 # `child_fields`' memo, by node type; walks that see every node of a project read it directly (`.get`).
 CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
+
+
+# `nn.Embedding.from_pretrained(weights)` / `nn.EmbeddingBag.from_pretrained(...)`: `freeze=True` by
+# default (torch 2.13), so the table is frozen unless `freeze` is passed and not literally True.
+_FROZEN_TABLES = ("Embedding", "EmbeddingBag")
+
+
+def table_freeze(value: ast.AST) -> Optional[tuple[Optional[ast.expr]]]:
+    """For `nn.Embedding.from_pretrained(weights, ...)`: (its `freeze` argument,), (None,) when it is
+    not passed; None for any other expression."""
+    func = value.func if isinstance(value, ast.Call) else None
+    if not (isinstance(func, ast.Attribute) and func.attr == "from_pretrained"):
+        return None
+    owner = func.value
+    if (owner.attr if isinstance(owner, ast.Attribute) else owner.id if isinstance(owner, ast.Name) else None) not in _FROZEN_TABLES:
+        return None
+    return (next((k.value for k in value.keywords if k.arg == "freeze"), value.args[1] if len(value.args) > 1 else None),)  # type: ignore[union-attr]
+
+
+def frozen_table(value: ast.AST) -> Optional[bool]:
+    """For `nn.Embedding.from_pretrained(weights, ...)`: whether the table it builds is frozen
+    (None: not such a call, or `freeze=` not a literal)."""
+    found = table_freeze(value)
+    if found is None:
+        return None
+    known, flag = literal(found[0]) if found[0] is not None else (True, True)
+    return flag if known and isinstance(flag, bool) else None

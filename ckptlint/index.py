@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
-from ckptlint.ast_nodes import Literal, in_source_order, literal, nodes
+from ckptlint.ast_nodes import Literal, frozen_table, in_source_order, literal, nodes, table_freeze
 from ckptlint.model.apis import (
     AUTOGRAD_FUNCTIONS,
     CHECKPOINT_WRAPPER,
@@ -994,8 +994,9 @@ class _Summarizer:
                     steps[arg.id].append(FreezeStep(callee=callee, slot=slot, member=member, arguments=self.texts_passed(call), passed=self.literals_passed(call)))
 
     def literals_passed(self, call: ast.Call) -> str:
-        """`FreezeStep.passed` of a call: its literal arguments by position or keyword, and the
-        classes it names ({"class": qualified name}: `checkpoint_layers(model, Block)`)."""
+        """`FreezeStep.passed` of a call: its literal arguments by position or keyword, the classes it
+        names ({"class": qualified name}: `checkpoint_layers(model, Block)`), and {} for any other
+        argument (passed, so the parameter's default does not hold)."""
         found: dict[str, object] = {}
         for slot, value in [*((str(i), a) for i, a in enumerate(call.args)), *((k.arg or "*", k.value) for k in call.keywords)]:
             if isinstance(value, ast.Starred) or slot == "*":
@@ -1007,6 +1008,8 @@ class _Summarizer:
                 found[slot] = constant
             elif named and named.rsplit(".", 1)[-1][:1].isupper():
                 found[slot] = {"class": named}
+            else:
+                found[slot] = {}
         return json.dumps(found) if found else ""
 
     def texts_passed(self, call: ast.Call) -> str:
@@ -1059,6 +1062,11 @@ class _Summarizer:
                 value = func.value
                 continue
             callee = self.qualify(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+            if callee is not None and callee.endswith(".from_pretrained") and table_freeze(value) is not None:
+                # `nn.Embedding.from_pretrained(weights)`: a table built frozen unless `freeze=False`
+                # (a flag the code does not spell is decided where it is set: `guarded`).
+                frozen = [FreezeStep(Freeze(everything=True, line=value.lineno, path=self.path))] if frozen_table(value) else []
+                return callee.rsplit(".", 1)[0], [*frozen, *steps]
             if callee is None and type(func) is ast.Attribute and func.attr not in _MODULE_API:
                 callee = self._method_of_object(func.value, ctors)
                 callee = f"{callee}.{func.attr}" if callee is not None else None
@@ -1430,9 +1438,6 @@ INPUT_EMBEDDINGS_CALL = "get_input_embeddings()"
 # Words without which a statement cannot freeze parameters or add an input-grad hook.
 _FREEZE_TEXT = re.compile(r"requires_grad|input_require_grads|register_forward_hook|set_input_embeddings|Embedding(?:Bag)?\.from_pretrained")
 _FINETUNING_TEXT = re.compile("|".join(lightning.FINETUNING_METHODS))
-# `nn.Embedding.from_pretrained(weights)` / `nn.EmbeddingBag.from_pretrained(...)`: `freeze=True` by
-# default (torch 2.13), so the table is frozen unless `freeze` is passed and not literally True.
-_FROZEN_TABLES = ("Embedding", "EmbeddingBag")
 _NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
 
 
@@ -1443,20 +1448,6 @@ def _frozen_parameter(value: ast.AST) -> bool:
     if (func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None) != "Parameter":
         return False
     return any(k.arg == "requires_grad" and literal(k.value) == (True, False) for k in value.keywords)  # type: ignore[union-attr]
-
-
-def _frozen_table(value: ast.AST) -> Optional[bool]:
-    """For `nn.Embedding.from_pretrained(weights, ...)`: whether the table it builds is frozen
-    (None: not such a call, or `freeze=` not a literal)."""
-    func = value.func if isinstance(value, ast.Call) else None
-    if not (isinstance(func, ast.Attribute) and func.attr == "from_pretrained"):
-        return None
-    owner = func.value
-    if (owner.attr if isinstance(owner, ast.Attribute) else owner.id if isinstance(owner, ast.Name) else None) not in _FROZEN_TABLES:
-        return None
-    freeze = next((k.value for k in value.keywords if k.arg == "freeze"), value.args[1] if len(value.args) > 1 else None)
-    known, flag = literal(freeze) if freeze is not None else (True, True)
-    return flag if known and isinstance(flag, bool) else None
 
 
 def _freeze_facts(
@@ -1603,8 +1594,8 @@ class _FreezeFacts:
                     self.condition_body(node.body, None, name)
         elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Attribute) and node.targets[0].attr == "requires_grad":
             self.requires_grad(node.targets[0].value, node.value, node, node.lineno)
-        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Attribute) and _frozen_table(node.value) is not None:
-            self.record(node.targets[0], _frozen_table(node.value), node.lineno)
+        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Attribute) and frozen_table(node.value) is not None:
+            self.record(node.targets[0], frozen_table(node.value), node.lineno)
         elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Attribute) and _frozen_parameter(node.value):
             self.record(node.targets[0], True, node.lineno)  # `self.embed.weight = nn.Parameter(w, requires_grad=False)`
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
@@ -1617,7 +1608,7 @@ class _FreezeFacts:
                 self.then(Freeze(input_grad_hook=True))
             elif method in ("disable_input_require_grads", "set_input_embeddings") and self.target(node.func.value)[0]:
                 self.then(Freeze(hook_undone=True))
-                if method == "set_input_embeddings" and node.args and _frozen_table(node.args[0]):
+                if method == "set_input_embeddings" and node.args and frozen_table(node.args[0]):
                     # `set_input_embeddings(nn.Embedding.from_pretrained(weights))`: the new table is frozen.
                     self.then(Freeze(paths=(INPUT_EMBEDDINGS_CALL,), line=node.lineno))
             elif method in lightning.FINETUNING_METHODS and dotted(node.func.value) in self.finetuning:

@@ -218,6 +218,29 @@ def test_a_submodule_its_builder_froze(freeze, expected):
     assert {f.code for f in report.findings} == expected
 
 
+@pytest.mark.parametrize(
+    "builder, call, expected",
+    [
+        # `from_pretrained` freezes the table unless told not to: the default, the builder's own default, the caller's literal.
+        ("    return nn.Embedding.from_pretrained(torch.randn(n, d))", "frozen_table(100, 16)", {"CKPT005"}),
+        ("    table = nn.EmbeddingBag.from_pretrained(torch.randn(n, d), freeze=True)\n    return table", "frozen_table(100, 16)", {"CKPT005"}),
+        ("    return nn.Embedding.from_pretrained(torch.randn(n, d), freeze=freeze)", "frozen_table(100, 16)", {"CKPT005"}),
+        ("    return nn.Embedding.from_pretrained(torch.randn(n, d), freeze)", "frozen_table(100, 16, True)", {"CKPT005"}),
+        # Correct: `freeze=False`, in the builder or passed by the caller; a flag nothing decides stays unknown.
+        ("    return nn.Embedding.from_pretrained(torch.randn(n, d), freeze=False)", "frozen_table(100, 16)", set()),
+        ("    return nn.Embedding.from_pretrained(torch.randn(n, d), freeze=freeze)", "frozen_table(100, 16, freeze=False)", set()),
+        ("    return nn.Embedding.from_pretrained(torch.randn(n, d), freeze)", "frozen_table(100, 16, False)", set()),
+        ("    return nn.Embedding.from_pretrained(torch.randn(n, d), freeze=freeze)", "frozen_table(100, 16, freeze=FLAGS.freeze)", set()),
+    ],
+)
+def test_a_pretrained_table_its_builder_returns(builder, call, expected):
+    source = SUBMODULE_BUILDERS.replace("    table = nn.Embedding(n, d)\n    {freeze}\n    return table", builder)
+    source = source.replace("def frozen_table(n, d):", "def frozen_table(n, d, freeze=True):").replace("frozen_table(100, 16)", call)
+    report = lint_text(source)
+    assert report.errors == []
+    assert {f.code for f in report.findings} == expected
+
+
 FACTORY_CLASS = '''
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM

@@ -19,7 +19,7 @@ import operator
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
-from ckptlint.ast_nodes import literal
+from ckptlint.ast_nodes import literal, table_freeze
 
 _COMPARISONS: dict[type, tuple[str, Callable[[object, object], bool]]] = {
     ast.Eq: ("==", operator.eq), ast.NotEq: ("!=", operator.ne), ast.Lt: ("<", operator.lt), ast.LtE: ("<=", operator.le),
@@ -110,16 +110,18 @@ def guarded(body: list[ast.stmt], decider: Decider, outer: Optional[list] = None
         if switch is None or test is None:
             yield stmt, outer
             continue
-        yield switch[1](True), both([SWITCH, test])
-        yield switch[1](False), both([SWITCH, ["not", test]])
+        yield switch[1](True), both([SWITCH, test])  # type: ignore[misc]
+        unset = switch[1](False)
+        if unset is not None:
+            yield unset, both([SWITCH, ["not", test]])
 
 
-def _switched_requires_grad(stmt: ast.stmt) -> Optional[tuple[ast.expr, Callable[[bool], ast.stmt]]]:
+def _switched_requires_grad(stmt: ast.stmt) -> Optional[tuple[ast.expr, Callable[[bool], Optional[ast.stmt]]]]:
     """For `x.requires_grad = value` / `x.requires_grad_(value)` with a value that is not a literal:
     the value, and the statement with a literal flag in its place."""
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute) and stmt.targets[0].attr == "requires_grad":
         value = stmt.value
-        rebuilt: Callable[[bool], ast.stmt] = lambda flag: ast.copy_location(ast.Assign(stmt.targets, ast.copy_location(ast.Constant(flag), value)), stmt)  # type: ignore[attr-defined]  # noqa: E731
+        rebuilt: Callable[[bool], Optional[ast.stmt]] = lambda flag: ast.copy_location(ast.Assign(stmt.targets, ast.copy_location(ast.Constant(flag), value)), stmt)  # type: ignore[attr-defined]  # noqa: E731
     elif (
         isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute) and isinstance(made := stmt.value, ast.Call)
         and (keyword := next((k for k in made.keywords if k.arg == "requires_grad"), None)) is not None
@@ -130,6 +132,21 @@ def _switched_requires_grad(stmt: ast.stmt) -> Optional[tuple[ast.expr, Callable
         def rebuilt(flag: bool) -> ast.stmt:
             keywords = [k if k is not keyword else ast.keyword("requires_grad", ast.copy_location(ast.Constant(flag), value)) for k in made.keywords]
             return ast.copy_location(ast.Assign(stmt.targets, ast.copy_location(ast.Call(made.func, made.args, keywords), made)), stmt)  # type: ignore[call-arg]
+    elif (
+        isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(table := stmt.value, ast.Call)
+        and (found := table_freeze(table)) is not None and found[0] is not None
+    ):
+        # `emb = nn.Embedding.from_pretrained(weights, freeze=freeze)`: frozen as the flag says. Built
+        # unfrozen it needs no step of its own, and binding it once keeps it one object.
+        value = found[0]
+
+        def rebuilt(flag: bool) -> Optional[ast.stmt]:  # type: ignore[misc]
+            if not flag:
+                return None
+            flagged = ast.copy_location(ast.Constant(flag), value)
+            args = [a if a is not value else flagged for a in table.args]
+            keywords = [k if k.value is not value else ast.keyword("freeze", flagged) for k in table.keywords]
+            return ast.copy_location(ast.Assign(stmt.targets, ast.copy_location(ast.Call(table.func, args, keywords), table)), stmt)  # type: ignore[call-arg]
     elif (
         isinstance(stmt, ast.Expr) and isinstance(call := stmt.value, ast.Call) and isinstance(call.func, ast.Attribute)
         and call.func.attr == "requires_grad_" and len(call.args) == 1 and not call.keywords

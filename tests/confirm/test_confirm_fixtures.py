@@ -328,7 +328,7 @@ LOOK_ALIKES = [
     *(("freezes_anywhere.py", name, "checkpoint(", "CKPT005") for name in (
         "HeadFrozenTagger", "ThawedTagger", "HookedTagger", "LockedTaggerNonReentrant", "HeadPredicateTagger", "SubmoduleHeadFrozenTagger",
         "BareHelperHeadFrozenTagger", "TrainableTableTagger", "PatternHeadFrozenTagger", "TrainableStemTagger",
-        "PassedTrainableTableTagger", "TrainedVectorsTagger",
+        "PassedTrainableTableTagger", "TrainedVectorsTagger", "TunedLoadedTableTagger",
     )),
     ("frozen_stages.py", "ConvFrozenStem", "checkpoint(", "CKPT005"),
     ("frozen_stages.py", "FrozenBackboneProbe", "checkpoint_sequential(", "CKPT001"),

@@ -42,7 +42,7 @@ def run_both(build):
     "build",
     ["build_helper_frozen", "build_locked", "build_adapter_only", "build_embed_predicate", "build_chained", "build_submodule_frozen", "build_bare_helper_frozen",
      "build_pretrained_table", "build_pattern_frozen", "build_frozen_stem",
-     "build_default_frozen_table", "build_fixed_vectors"],
+     "build_default_frozen_table", "build_fixed_vectors", "build_loaded_table"],
 )
 def test_blocks_behind_an_embedding_frozen_anywhere_get_no_gradient(build, capture_warnings):
     got, ref = run_both(build)
@@ -58,7 +58,7 @@ def test_blocks_behind_an_embedding_frozen_anywhere_get_no_gradient(build, captu
     [
         "build_head_frozen", "build_thawed", "build_hooked", "build_locked_non_reentrant", "build_head_predicate", "build_submodule_head_frozen",
         "build_bare_helper_head_frozen", "build_trainable_table", "build_pattern_head_frozen", "build_trainable_stem",
-        "build_passed_trainable_table", "build_trained_vectors",
+        "build_passed_trainable_table", "build_trained_vectors", "build_tuned_loaded_table",
     ],  # fmt: skip
 )
 def test_look_alikes_train_like_the_model_without_checkpointing(build, capture_warnings):
