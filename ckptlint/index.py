@@ -1145,9 +1145,11 @@ class _Summarizer:
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 value = self.field_default(stmt.value)
+                mapping = _dict_literal(value) if value is not None else None
                 for target in targets:
                     if isinstance(target, ast.Name) and value is not None:
-                        attrs.setdefault(target.id, self.binding(value, {}))
+                        # A dict of literals (`ckpt_kwargs = {"use_reentrant": True}`) starts as that dict.
+                        attrs.setdefault(target.id, AttrBinding(constant=mapping, has_constant=True) if mapping is not None else self.binding(value, {}))
         recompute = recompute_layout(node, self.qualify) if any(b in AUTOGRAD_FUNCTIONS for b in bases) else None
         return ClassSummary(f"{self.module}.{node.name}", bases, attrs, tuple(methods), forward_no_grad, recompute, init_params, init_defaults, flag_setters)
 
@@ -1160,6 +1162,8 @@ class _Summarizer:
         if "default" in keywords:
             return keywords["default"]
         factory = keywords.get("default_factory")
+        if isinstance(factory, ast.Lambda):
+            return factory.body  # `field(default_factory=lambda: {"use_reentrant": True})`
         return ast.copy_location(ast.Call(factory, [], []), factory) if isinstance(factory, (ast.Name, ast.Attribute)) else None
 
     def method_steps(
@@ -2364,6 +2368,17 @@ def _small_literal(node: ast.AST) -> tuple[bool, object]:
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return False, None
     return (True, value) if _plain_literal(value) else (False, None)
+
+
+def _dict_literal(node: ast.AST) -> Optional[dict]:
+    """A dict of small literals spelled `{...}` or `dict(key=literal, ...)` (`dict()` too)."""
+    if type(node) is ast.Call and type(node.func) is ast.Name and node.func.id == "dict" and not node.args:
+        found = {k.arg: _small_literal(k.value) for k in node.keywords}
+        return {k: v for k, (_, v) in found.items()} if all(k is not None and known for k, (known, _) in found.items()) else None  # type: ignore[misc]
+    if type(node) is not ast.Dict:
+        return None
+    known, value = _small_literal(node)
+    return value if known else None  # type: ignore[return-value]
 
 
 def _defaulted_param(value: ast.AST, params: frozenset[str]) -> Optional[tuple[str, list]]:

@@ -756,7 +756,7 @@ CASES = {
         """,
         {(14, "CKPT001"), (15, "CKPT001"), (16, "CKPT001")},
     ),
-    "nn.Embedding.from_pretrained freezes the table unless told freeze=False": (
+    "nn.Embedding.from_pretrained freezes the table unless told freeze=False (`not tune`: the construction's default decides)": (
         """
         class Tagger(nn.Module):
             def __init__(self, weights, tune=False):
@@ -773,7 +773,7 @@ CASES = {
         def train(ids):
             Tagger(torch.randn(10, 4))(ids).sum().backward()
         """,
-        {(10, "CKPT005")},
+        {(10, "CKPT005"), (12, "CKPT005")},
     ),
     "tensors escaping through setattr, list extension and +=": (
         """
@@ -1291,6 +1291,46 @@ CASES = {
         Replaying(NetConfig(ckpt=CkptConfig(preserve_rng_state=True)))(torch.randn(2, 8))
         """,
         {(17, "CKPT002")},
+    ),
+    "a flag from_pretrained is handed that the constructions do not decide leaves the table unknown": (
+        """
+        class Tagger(nn.Module):
+            def __init__(self, weights, tune=False):
+                super().__init__()
+                self.maybe = nn.Embedding.from_pretrained(weights, freeze=not tune)
+                self.block = nn.Linear(4, 4)
+            def forward(self, ids):
+                return checkpoint(self.block, self.maybe(ids), use_reentrant=True)
+        def train(ids, tune):
+            Tagger(torch.randn(10, 4), tune=tune)(ids).sum().backward()
+            Tagger(torch.randn(10, 4), tune=True)(ids).sum().backward()
+        """,
+        set(),
+    ),
+    "a config's dict field spreads its default, a lambda factory or a class-level dict (CKPT005)": (
+        """
+        from dataclasses import dataclass, field
+        @dataclass
+        class TaggerConfig:
+            ckpt_kwargs: dict = field(default_factory=lambda: {"use_reentrant": True})
+            plain_kwargs: dict = field(default_factory=dict)
+        class Settings:
+            ckpt_kwargs = dict(use_reentrant=False)
+        class Tagger(nn.Module):
+            def __init__(self, cfg: TaggerConfig):
+                super().__init__()
+                self.cfg = cfg
+                self.embed = nn.Embedding(10, 8)
+                self.embed.weight.requires_grad = False
+                self.block = nn.Linear(8, 8)
+            def forward(self, ids):
+                h = self.embed(ids)
+                a = checkpoint(self.block, h, **self.cfg.ckpt_kwargs)
+                b = checkpoint(self.block, h, **self.cfg.plain_kwargs)
+                return a + b + checkpoint(self.block, h, **Settings.ckpt_kwargs)
+        Tagger(TaggerConfig())(torch.zeros(2, 3, dtype=torch.long))
+        """,
+        {(18, "CKPT005"), (19, "CKPT005")},
     ),
     "the blocks a builder function returns hold what its container holds (CKPT002)": (
         """

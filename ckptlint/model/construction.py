@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-from ckptlint.model.values import Const
+from ckptlint.model.values import Const, literal_value
 
 if TYPE_CHECKING:
     from ckptlint.index import ProjectIndex
@@ -87,7 +87,7 @@ def object_fields(index: "ProjectIndex", cls: str, arguments: Optional[Arguments
         summary = index.class_(name)
         for attr, binding in summary.attrs.items() if summary is not None else ():
             if binding.has_constant:
-                fields[attr] = Const(binding.constant)
+                fields[attr] = literal_value(binding.constant)  # type: ignore[assignment]
             elif binding.param is not None and init is not None and summary.qualname == init.qualname and binding.param in parameters:
                 fields[attr] = parameters[binding.param]
             else:

@@ -25,6 +25,7 @@ from ckptlint.model.values import (
     Tensor,
     Value,
     join_grad,
+    literal_value,
 )
 
 _NO_SUMMARY = ClassSummary("", (), {}, ())
@@ -81,7 +82,7 @@ class Dataflow:
             return self.method(class_qualname, attr)
         binding = holder.attrs[attr]
         if binding.has_constant:
-            return Const(binding.constant)
+            return literal_value(binding.constant)
         if binding.parameter is not None:
             grad = Grad.REQUIRED if binding.parameter else Grad.NONE
             return Tensor(grad, f"`{spelled}` is an nn.Parameter{'' if binding.parameter else ' with requires_grad=False'}", leaf=True)

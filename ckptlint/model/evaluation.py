@@ -58,6 +58,7 @@ from ckptlint.model.values import (
     code,
     defaulted,
     element_of,
+    literal_value,
     every_submodule,
     join_grad,
     merge,
@@ -80,14 +81,6 @@ def _literal(text: str) -> object:
 
 # Where a module-level partial of another file is spelled until a name here refers to it.
 _ELSEWHERE = cst.Name("partial_of_another_module")
-
-
-def literal_value(value: object, node: cst.BaseExpression) -> Value:
-    if isinstance(value, dict):
-        return DictLit({k: literal_value(v, node) for k, v in value.items()}, True, node)
-    if isinstance(value, list):
-        return Items(tuple(literal_value(v, node) for v in value))
-    return Const(value)
 
 
 def _literal_index(node: cst.Subscript) -> Optional[int]:

@@ -20,7 +20,7 @@ from ckptlint.model.apis import (
     WRAP_POLICY_CLASSES,
     CheckpointApi,
 )
-from ckptlint.model.evaluation import literal_value, passed_to
+from ckptlint.model.evaluation import passed_to
 from ckptlint.model.model_states import model_key
 from ckptlint.model.modes import hf_kwargs_mode
 from ckptlint.model.scope import CallArguments
@@ -42,6 +42,7 @@ from ckptlint.model.values import (
     Unknown,
     Value,
     code,
+    literal_value,
 )
 from ckptlint.versions import torch_default_reentrant, transformers_default_reentrant
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterator, Optional, Union
 
@@ -453,3 +454,22 @@ def packed(value: Value, path: str = "") -> Iterator[tuple[str, Value]]:
             yield from packed(item, f'{path}["{key}"]')
     elif path:
         yield path, value
+
+
+def literal_value(value: object, node: Optional[cst.BaseExpression] = None) -> Value:
+    """A literal (a dict or list of literals too) as a value spelled at `node`; None: spelled in
+    another definition (a dataclass field's default dict), where findings on its entries point at
+    the `**` that spreads it."""
+    if isinstance(value, dict):
+        where = node if node is not None else _spelled_elsewhere()
+        return DictLit({k: literal_value(v, where) for k, v in value.items()}, True, where)
+    if isinstance(value, list):
+        return Items(tuple(literal_value(v, node) for v in value))
+    return Const(value)  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=1)
+def _spelled_elsewhere() -> cst.BaseExpression:
+    import libcst
+
+    return libcst.Name("spelled_in_another_definition")

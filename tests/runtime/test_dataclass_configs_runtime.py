@@ -27,10 +27,12 @@ def step_both(build):
 
 def test_the_default_factory_config_hands_preserve_rng_state_false():
     assert fx.ViTConfig().ckpt.kwargs() == {"use_reentrant": False, "preserve_rng_state": False}
+    assert fx.KwargsViTConfig().ckpt_kwargs == {"use_reentrant": False, "preserve_rng_state": False}
 
 
-def test_unreplayed_dropout_changes_the_gradients():
-    got, ref, (loss, loss_ref), (rng, rng_ref) = step_both("build_configured")
+@pytest.mark.parametrize("build", ["build_configured", "build_kwargs"])
+def test_unreplayed_dropout_changes_the_gradients(build):
+    got, ref, (loss, loss_ref), (rng, rng_ref) = step_both(build)
     assert torch.equal(loss, loss_ref)  # same forward; only the recompute differs
     worst, name = worst_relative_diff(got, ref)
     assert worst > 0.05, (worst, name)
@@ -38,7 +40,8 @@ def test_unreplayed_dropout_changes_the_gradients():
     assert not torch.equal(rng, rng_ref)
 
 
-def test_a_config_that_replays_the_rng_gives_identical_gradients():
-    got, ref, (loss, loss_ref), (rng, rng_ref) = step_both("build_replaying")
+@pytest.mark.parametrize("build", ["build_replaying", "build_kwargs_replaying"])
+def test_a_config_that_replays_the_rng_gives_identical_gradients(build):
+    got, ref, (loss, loss_ref), (rng, rng_ref) = step_both(build)
     assert_same_grads(got, ref)
     assert torch.equal(loss, loss_ref) and torch.equal(rng, rng_ref)
