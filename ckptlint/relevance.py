@@ -197,12 +197,14 @@ def _plain_class_grad_off_lines(text: str, summary: ModuleSummary, index: Projec
 
 
 def _callback_event_lines(text: str, summary: ModuleSummary, starts: list[int]) -> list[int]:
-    """Lines sampling from a model in a callback's train-time event (`on_step_end`): the Trainer the
-    callback is handed to calls it with its model (`caller_modes.handed_generates`)."""
-    if GENERATE_TEXT not in text:
-        return []
+    """Lines sampling from a model, or switching grad off, in a callback's train-time event
+    (`on_step_end`): the Trainer the callback is handed to calls it with its model in train mode
+    (`caller_modes.handed_generates`, `grad_free.grad_free_checkpoints`)."""
     events = [member for block in summary.blocks for member in block.members if member.name in TRAIN_MODE_EVENTS]
-    lines = [bisect_right(starts, match.start()) for match in re.finditer(re.escape(GENERATE_TEXT), text)] if events else []
+    if not events:
+        return []
+    offsets = [match.start() for match in re.finditer(re.escape(GENERATE_TEXT), text)] + list(_grad_off_offsets(text))
+    lines = [bisect_right(starts, offset) for offset in offsets]
     return [line for line in lines if any(member.start <= line <= member.end for member in events)]
 
 

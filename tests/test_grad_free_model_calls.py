@@ -859,3 +859,41 @@ def step(block, x, train):
         return checkpoint(block, x, use_reentrant=False)
 '''
     assert [f.code for f in lint_text(source).findings if f.code == "CKPT008"] == []
+
+
+CALLBACK_PROBE = '''import torch
+from transformers import AutoModelForCausalLM, Trainer, TrainerCallback, TrainingArguments
+
+
+class HeldOutLoss(TrainerCallback):
+    def __init__(self, batch):
+        self.batch = batch
+
+    def {event}(self, args, state, control, model=None, **kwargs):
+{body}
+
+def main(batch, data):
+    model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+    Trainer(model=model, args=TrainingArguments("out", {flag}), train_dataset=data, callbacks=[HeldOutLoss(batch)]).train()
+'''
+NO_GRAD_LOSS = "        with torch.no_grad():\n            return model(**self.batch).loss\n"
+
+
+@pytest.mark.parametrize(
+    "event, body, flag, expected",
+    [
+        # The Trainer calls the event with its model in train mode, checkpointing on.
+        ("on_step_end", NO_GRAD_LOSS, "gradient_checkpointing=True", {11}),
+        ("on_optimizer_step", NO_GRAD_LOSS, "activation_checkpointing=True", {11}),
+        # Correct: eval() first, an event that follows evaluation, no checkpointing.
+        ("on_step_end", "        model.eval()\n" + NO_GRAD_LOSS, "gradient_checkpointing=True", set()),
+        ("on_evaluate", NO_GRAD_LOSS, "gradient_checkpointing=True", set()),
+        ("on_step_end", NO_GRAD_LOSS, "gradient_checkpointing=False", set()),
+    ],
+)
+def test_a_trainer_callback_calls_the_model_it_trains_without_grad(event, body, flag, expected):
+    report = lint_text(CALLBACK_PROBE.format(event=event, body=body, flag=flag))
+    assert report.errors == []
+    assert {f.line for f in report.findings if f.code == "CKPT008"} == expected
+    for finding in (f for f in report.findings if f.code == "CKPT008"):
+        assert f"hands `HeldOutLoss(batch)` to a Trainer, which calls `{event}` with the model it trains in train mode" in finding.message

@@ -328,9 +328,17 @@ def _building_function(facts: _FileFacts, cls: ast.ClassDef, chain: list[ast.AST
     """For a finding in a method of a class that is no module, with no example for that method:
     the first module-level function of the file that builds an object of the class."""
     method = chain[1] if len(chain) > 1 else None
-    if not (_plain_class(cls) and isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))) or method.name == "__init__" or method.name in registered:
+    if not (_no_module(facts, cls) and isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))) or method.name == "__init__" or method.name in registered:
         return None
     return next((f for f in facts.functions.values() if cls.name in _called_names(f)), None)
+
+
+def _no_module(facts: _FileFacts, cls: ast.ClassDef, depth: int = 0) -> bool:
+    """A plain class, or one deriving only from plain classes of the file (`class EvalProbe(Probe)`)."""
+    if _plain_class(cls):
+        return True
+    bases = [facts.classes.get(_base_name(base)) for base in cls.bases]
+    return depth < 8 and not cls.keywords and all(base is not None and _no_module(facts, base, depth + 1) for base in bases)
 
 
 def _owning_root(facts: _FileFacts, name: str) -> str:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Iterator, Optional
 
+import libcst as cst
+
 from ckptlint.model.construction import Context
 from ckptlint.model.regions import RegionPart, region_of
 from ckptlint.model.sites import ApiKind, CheckpointSite, GradFreeCall, ModelState
@@ -75,7 +77,10 @@ def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> I
             caller = f"`{_short(record.caller)}`" if record.caller not in model.index.modules else f"module-level code of `{record.caller}`"
             handed = "it" if call.param == call.model else f"`{call.param}`, which `{call.model}` comes from,"
             mode = " in train mode" if state.training is True and not call.mode_here else ""
-            trains = f"{caller} hands {handed} over{mode} (`{code(record.node)}`)"
+            if record.event is not None:
+                trains = f"{caller} hands `{code(record.node)}` to a Trainer, which calls `{record.event}` with the model it trains{mode}"
+            else:
+                trains = f"{caller} hands {handed} over{mode} (`{code(record.node)}`)"
             yield GradFreeCheckpoint(call, through + reached, trains if mode else f"{trains}, and `{call.model}` {_ANY_MODE}", any_mode=not mode)
 
 
@@ -112,7 +117,7 @@ def _reached(model: "FileModel", resolver: "Resolver", value: Value, state: Mode
     if state.checkpointing is not None and not parts and state.training is True:
         return (
             f"transformers checkpoints the layers of `{spelled}` whenever it is training (checkpointing switched on by "
-            f"`{code(state.checkpointing)}`), whether or not grad is on"
+            f"`{_spelled_short(state.checkpointing)}`), whether or not grad is on"
         )
     return None
 
@@ -164,6 +169,12 @@ def _flag_set(index: "ProjectIndex", owner: str, attr: str, built_with: Optional
         return False
     given = built_with.get(f"{binding.param}.{field}" if field else binding.param)
     return given is not None and bool(given.value)
+
+
+def _spelled_short(node: "cst.CSTNode") -> str:
+    """A call spelled over several lines as `TrainingArguments(...)`; anything else as written."""
+    text = code(node)
+    return f"{code(node.func)}(...)" if "\n" in text and isinstance(node, cst.Call) else text
 
 
 def _short(qualname: str) -> str:

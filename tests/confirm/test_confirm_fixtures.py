@@ -154,7 +154,8 @@ EVIDENCE = {
     ("distillation_eval.py", 83, "CKPT008"): [r"checkpoint at distillation_eval\.py:26 ran with grad disabled", r"the checkpoint calls of the model called at line 83"],
     **{("sampling_callbacks.py", line, "CKPT004"): [
         r"return value\[0\]: int64\[2, 14\] \[.*\] with checkpointing after backward; int64\[2, 14\] \[.*\] without", rf"target chosen because {function} builds {logger}",
-    ] for line, function, logger in ((38, "train_logging_samples", "SampleLogger"), (50, "train_logging_epoch_samples", "EpochSampleLogger"))},
+    ] for line, function, logger in ((39, "train_logging_samples", "SampleLogger"), (51, "train_logging_epoch_samples", "EpochSampleLogger"))},
+    ("sampling_callbacks.py", 88, "CKPT008"): [r"checkpoint at sampling_callbacks\.py:88 ran with grad disabled", r"target chosen because train_logging_held_out_loss builds HeldOutLoss"],
     ("rl_rollouts.py", 62, "CKPT008"): [r"checkpoint at rl_rollouts\.py:62 ran with grad disabled"],
     ("rl_rollouts.py", 93, "CKPT004"): [r"return value: int64\[2, 14\] \[.*\] with checkpointing after backward; int64\[2, 14\] \[.*\] without", r"example sampling_a_policy_in_train_mode\(\)"],
     ("mode_helpers.py", 58, "CKPT008"): [r"checkpoint at mode_helpers\.py:30 ran with grad disabled", r"the checkpoint calls of the model called at line 58", r"example scoring_after_a_helper\(\)"],
@@ -322,6 +323,7 @@ LOOK_ALIKES = [
     ("rl_rollouts.py", "warm_up_then_sample_in_eval_mode", "policy.generate(", "CKPT004"),
     ("rl_rollouts.py", "rollout_through_helper_in_eval_mode", "return sample_rollouts(policy, prompts)", "CKPT004"),
     *(("sampling_callbacks.py", name, "model.generate(", "CKPT004") for name in ("EvalModeSampleLogger", "EvaluationSampleLogger")),
+    ("sampling_callbacks.py", "EvalModeHeldOutLoss", "self.losses.append(model(", "CKPT008"),
     ("frozen_upstream.py", "FrozenEmbeddingClassifierNonReentrant", "checkpoint(", "CKPT005"),
     ("frozen_upstream.py", "FrozenHeadClassifier", "checkpoint(", "CKPT005"),
     ("frozen_upstream.py", "HookedLoraClassifier", "checkpoint(", "CKPT005"),

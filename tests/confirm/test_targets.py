@@ -316,6 +316,12 @@ class Sampler(TrainerCallback):
         model.generate(PROMPTS)
 
 
+class EvalSampler(Sampler):
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        model.eval()
+        model.generate(PROMPTS)
+
+
 class Runner:
     def sample(self, model):
         return model.generate(PROMPTS)
@@ -323,6 +329,10 @@ class Runner:
 
 def train(model, data):
     Trainer(model=model, train_dataset=data, callbacks=[Sampler()]).train()
+
+
+def train_in_eval_mode(model, data):
+    Trainer(model=model, train_dataset=data, callbacks=[EvalSampler()]).train()
 """
 
 
@@ -333,6 +343,9 @@ def test_a_callbacks_method_runs_through_the_function_that_builds_the_callback(t
     lines = [i for i, text in enumerate(CALLBACK.splitlines(), 1) if "generate" in text]
     target = targets.resolve(str(path), lines[0])
     assert isinstance(target, targets.Target) and (target.kind, target.qualname, target.via) == ("function", "train", "train builds Sampler"), target
-    # Built by nothing here: the method runs as a function of the object, through an example.
+    # A subclass of such a class of the file is no module either.
     target = targets.resolve(str(path), lines[1])
+    assert isinstance(target, targets.Target) and (target.qualname, target.via) == ("train_in_eval_mode", "train_in_eval_mode builds EvalSampler"), target
+    # Built by nothing here: the method runs as a function of the object, through an example.
+    target = targets.resolve(str(path), lines[2])
     assert isinstance(target, targets.Target) and (target.kind, target.qualname) == ("function", "Runner.sample"), target

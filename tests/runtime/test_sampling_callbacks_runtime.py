@@ -6,6 +6,8 @@ initial ones): the Trainer calls `on_step_end` and `on_epoch_begin` with its mod
 checkpointing on, so the sample decodes without the cache (14 of the 16 new tokens of 2 prompts
 differ from the same model in eval mode). A callback that switches to eval() first, and
 `on_evaluate` (after the Trainer's evaluation put the model in eval mode), decode like eval mode.
+A held-out loss computed in `on_step_end` under `no_grad` runs both decoder layers through a
+checkpoint with grad off (CKPT008: overhead only); after `model.eval()` no layer is checkpointed.
 """
 
 import pytest
@@ -51,3 +53,34 @@ def test_a_sample_from_a_train_time_event_decodes_without_the_cache(fx, train, t
 def test_a_sample_in_eval_mode_decodes_like_the_model_without_checkpointing(fx, train, tmp_path):
     [tokens], expected = samples(fx, getattr(fx, train), tmp_path)
     assert torch.equal(tokens, expected)
+
+
+def checkpoint_calls_without_grad(fx, train, tmp_path, monkeypatch):
+    """How many checkpoint calls ran with grad off while `train` trained (transformers binds its layers'
+    checkpoint function to `modeling_utils.checkpoint` when the Trainer switches checkpointing on)."""
+    import transformers.modeling_utils as modeling_utils
+
+    calls = []
+    original = modeling_utils.checkpoint
+
+    def counting(function, *args, **kwargs):
+        calls.append(torch.is_grad_enabled())
+        return original(function, *args, **kwargs)
+
+    monkeypatch.setattr(modeling_utils, "checkpoint", counting)
+    ids = torch.randint(3, 64, (2, 8), generator=torch.Generator().manual_seed(3))
+    torch.manual_seed(0)
+    losses = train({"input_ids": ids, "labels": ids}, str(tmp_path))
+    return calls.count(False), calls.count(True), losses
+
+
+def test_a_held_out_loss_under_no_grad_runs_every_layer_through_a_checkpoint(fx, tmp_path, monkeypatch):
+    """`on_step_end` gets the model in train mode: its 2 decoder layers are checkpointed under no_grad."""
+    without_grad, with_grad, [loss] = checkpoint_calls_without_grad(fx, fx.train_logging_held_out_loss, tmp_path, monkeypatch)
+    assert without_grad == 2 and with_grad >= 2
+    assert not loss.requires_grad
+
+
+def test_a_held_out_loss_in_eval_mode_runs_no_checkpoint(fx, tmp_path, monkeypatch):
+    without_grad, with_grad, [loss] = checkpoint_calls_without_grad(fx, fx.train_logging_held_out_loss_in_eval_mode, tmp_path, monkeypatch)
+    assert without_grad == 0 and with_grad >= 2
