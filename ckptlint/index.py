@@ -3452,11 +3452,17 @@ class ProjectIndex:
         return self._imports_text[module]
 
     def imported_by_checkpoint_text(self, module: str) -> bool:
-        """Whether a project module holding checkpoint text imports `module` (and may hand it a model)."""
+        """Whether a project module holding checkpoint text, or calling a project function that
+        switches transformers checkpointing on (`enable_memory_savings(policy)`), imports `module`
+        (and may hand it a model)."""
         if self._imported_by_text is None:
             graph = self._import_graph()
-            self._imported_by_text = {target for name, targets in graph.items() if self.modules[name].checkpoint_text for target in targets}
+            self._imported_by_text = {target for name, targets in graph.items() if self._switches_checkpointing(name) for target in targets}
         return module in self._imported_by_text
+
+    def _switches_checkpointing(self, module: str) -> bool:
+        summary = self.modules[module]
+        return summary.checkpoint_text or any(self.enables_hf_checkpointing(self.canonical(target)) for target in summary.imports.values())
 
     def _import_graph(self) -> dict[str, set[str]]:
         """Project module -> the project modules it imports; a package stands for every module in it

@@ -170,6 +170,10 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
     site_lines.extend(grad_off_lines)
     site_lines.extend(_plain_class_grad_off_lines(text, summary, index))
     site_lines.extend(_callback_event_lines(text, summary, starts))
+    if GENERATE_TEXT in text:
+        # A sampling helper handed a model (`def sample(policy, ids): return policy.generate(ids)`).
+        generate_lines = (bisect_right(starts, match.start()) for match in re.finditer(re.escape(GENERATE_TEXT), text))
+        site_lines.extend(line for line in generate_lines if not _in_class(summary.blocks, line))
     site_lines.extend(bisect_right(starts, offset) for offset in _word_offsets(text, _grad_off_decorator_names(summary, index)))
     needed = _needed_blocks(summary, index, triggers, site_lines)
     # Inside a class, a checkpoint name is spotted by its text.

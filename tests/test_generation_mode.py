@@ -199,3 +199,25 @@ def test_a_callback_in_a_file_of_its_own(project):
         report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
         assert report.errors == []
         assert {(f.path.rsplit("/", 1)[-1], f.line) for f in report.findings if f.code == "CKPT004"} == expected
+
+
+def test_checkpointing_switched_on_by_a_helper_of_a_third_file(project):
+    """Neither the training script nor the sampling helper names checkpointing: a helper of
+    policy.py switches it on for the model it is handed and returns."""
+    from ckptlint.config import Settings
+    from ckptlint.engine import lint
+    from ckptlint.versions import resolve_versions
+
+    policy = (
+        "from transformers import LlamaConfig, LlamaForCausalLM\n\n\ndef build_policy():\n    return LlamaForCausalLM(LlamaConfig())\n\n\n"
+        "def enable_memory_savings(model):\n    model.gradient_checkpointing_enable()\n    return model\n"
+    )
+    rollout = "def sample(policy, prompts, **overrides):\n    return policy.generate(prompts, **overrides)\n"
+    train = "from policy import build_policy, enable_memory_savings\nfrom rollout import sample\n\n\ndef train(prompts):\n{build}    policy.train()\n{mode}    return sample(policy, prompts)\n"
+    chained = "    policy = enable_memory_savings(build_policy())\n"
+    named = "    policy = build_policy()\n    enable_memory_savings(policy)\n"
+    for build, mode, expected in ((chained, "", {("rollout.py", 2)}), (named, "", {("rollout.py", 2)}), (chained, "    policy.eval()\n", set()), ("    policy = build_policy()\n", "", set())):
+        root = project({"policy.py": policy, "rollout.py": rollout, "train.py": train.format(build=build, mode=mode)})
+        report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
+        assert report.errors == []
+        assert {(f.path.rsplit("/", 1)[-1], f.line) for f in report.findings if f.code == "CKPT004"} == expected, (build, mode)

@@ -125,12 +125,15 @@ def _returned_slot(builder: "ModelBuilder", node: cst.Call) -> Optional[tuple[cs
 
 def _returned_state(builder: "ModelBuilder", node: cst.Call) -> Optional[ModelState]:
     """The state of the model a project function returns unchanged (`set_eval(Tower())`): its
-    argument's, in the mode the function leaves it in."""
+    argument's, in the mode the function leaves it in, with the checkpointing it switches on
+    (`policy = enable_memory_savings(build_policy())`)."""
     returned = _returned_slot(builder, node)
     if returned is None:
         return None
     argument, slot, function, bound = returned
     state = state_of(builder, argument)
+    if state.checkpointing is None and not bound and builder.index.enables_checkpointing_on(function, slot):
+        state = replace(state, checkpointing=node)
     effect = builder.index.mode_effect(function, slot, bound)
     return replace(state, training=effect.mode) if effect.changes else state
 
