@@ -118,6 +118,8 @@ class Freeze:
     norms_trainable: tuple[str, ...] = ()
     # Who froze it when that is not the code at `line` alone (a Lightning callback, and until when).
     note: str = ""
+    # `gradient_checkpointing_disable()` ran on it after any enable: its checkpointing is off.
+    checkpointing_off: bool = False
 
     def __bool__(self) -> bool:
         return (
@@ -140,7 +142,7 @@ class Freeze:
             later.hook_undone or (self.hook_undone and not later.input_grad_hook),
             self.thawed or later.thawed,
             (*(() if reset else self.by_name), *later.by_name),
-            self.checkpointing or later.checkpointing,
+            (self.checkpointing and not later.checkpointing_off) or later.checkpointing,
             self.adapter_wrap or later.adapter_wrap,
             later.wrapped or self.wrapped,
             tuple(dict.fromkeys([*(p for p in self.paths if not later.thawed and not within(p, later.unfrozen_paths)), *later.paths])),
@@ -150,6 +152,7 @@ class Freeze:
                 *(a for a in self.norms_trainable if a not in later.unfrozen and a not in later.attrs and not later.thawed), *later.norms_trainable,
             ])),
             note=first.note,
+            checkpointing_off=later.checkpointing_off or (self.checkpointing_off and not later.checkpointing),
         )
 
     def where(self, here: str) -> str:
@@ -967,6 +970,8 @@ class _Summarizer:
         func = call.func
         if type(func) is ast.Attribute and func.attr in _HF_ENABLE_KWARGS and type(func.value) is ast.Name and func.value.id in steps:
             steps[func.value.id].append(FreezeStep(Freeze(checkpointing=True)))
+        elif type(func) is ast.Attribute and func.attr in _HF_DISABLE and type(func.value) is ast.Name and func.value.id in steps:
+            steps[func.value.id].append(FreezeStep(Freeze(checkpointing_off=True)))
         elif type(func) is ast.Attribute and func.attr == _HF_ADD_ADAPTER and type(func.value) is ast.Name and func.value.id in steps:
             steps[func.value.id].append(FreezeStep(_adapter_added(call, self.path)))
         elif type(func) is ast.Attribute and func.attr not in _MODULE_API:
@@ -1757,6 +1762,7 @@ _PEFT_INJECT = frozenset({"peft.inject_adapter_in_model", "peft.mapping.inject_a
 # lacks `lora_` (read in its source; measured in the same test).
 _LORALIB_MARK = frozenset({"loralib.mark_only_lora_as_trainable", "loralib.utils.mark_only_lora_as_trainable"})
 _HF_ENABLE_KWARGS = {"gradient_checkpointing_enable": "gradient_checkpointing_kwargs", "activation_checkpointing_enable": "activation_checkpointing_kwargs"}
+_HF_DISABLE = frozenset({"gradient_checkpointing_disable", "activation_checkpointing_disable"})
 # transformers' argument classes, and trl's configs deriving from them: `gradient_checkpointing=True`
 # makes the Trainer call `gradient_checkpointing_enable(gradient_checkpointing_kwargs)`. A switch
 # that is not a literal may be on (`gradient_checkpointing=args.gc`), as for the Trainer's own site.
@@ -3383,6 +3389,10 @@ class ProjectIndex:
         """Whether calling the project function switches transformers checkpointing on for the object
         it is handed at `slot` (position or keyword), itself or through the functions it hands it to."""
         return self._effect(FreezeStep(callee=function, slot=str(slot)), None, 0)[0].checkpointing
+
+    def disables_checkpointing_on(self, function: str, slot: Union[int, str]) -> bool:
+        """Whether calling it leaves transformers checkpointing off for that object (`gradient_checkpointing_disable()`)."""
+        return self._effect(FreezeStep(callee=function, slot=str(slot)), None, 0)[0].checkpointing_off
 
     def wrapper_parameter(self, function: str) -> Optional[str]:
         """The parameter whose callable `function` checkpoints (an inferred checkpoint wrapper)."""

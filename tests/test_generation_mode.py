@@ -221,3 +221,42 @@ def test_checkpointing_switched_on_by_a_helper_of_a_third_file(project):
         report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
         assert report.errors == []
         assert {(f.path.rsplit("/", 1)[-1], f.line) for f in report.findings if f.code == "CKPT004"} == expected, (build, mode)
+
+
+PREPARE = '''from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+
+def prepare_for_training(model):
+    model.config.use_cache = False
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={{"use_reentrant": False}})
+    return model
+
+
+def prepare_for_inference(model):
+{inference}    model.config.use_cache = True
+    return model
+
+
+def main(data, prompt):
+    model = prepare_for_training(AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B"))
+    Trainer(model=model, args=TrainingArguments("out"), train_dataset=data).train()
+    model = prepare_for_inference(model)
+    model.train()
+    return model.generate(prompt, use_cache=True)
+'''
+
+
+@pytest.mark.parametrize(
+    "inference, expected",
+    [
+        # The helper switches checkpointing off again: caching and generation are fine.
+        ("    model.gradient_checkpointing_disable()\n", set()),
+        ("    model.activation_checkpointing_disable()\n", set()),
+        # It only turns caching back on: checkpointing is still on.
+        ("", {18, 20}),
+    ],
+)
+def test_a_helper_that_switches_checkpointing_off_again(inference, expected):
+    report = lint_text(PREPARE.format(inference=inference))
+    assert report.errors == []
+    assert {f.line for f in report.findings if f.code == "CKPT004"} == expected

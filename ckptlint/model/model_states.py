@@ -134,6 +134,8 @@ def _returned_state(builder: "ModelBuilder", node: cst.Call) -> Optional[ModelSt
     state = state_of(builder, argument)
     if state.checkpointing is None and not bound and builder.index.enables_checkpointing_on(function, slot):
         state = replace(state, checkpointing=node)
+    elif state.checkpointing is not None and not bound and builder.index.disables_checkpointing_on(function, slot):
+        state = replace(state, checkpointing=None)  # `prepare_for_inference(model)` switched it off
     effect = builder.index.mode_effect(function, slot, bound)
     return replace(state, training=effect.mode) if effect.changes else state
 
@@ -188,7 +190,11 @@ def bind_model(builder: "ModelBuilder", target: cst.BaseExpression, value: cst.B
         if same != key:
             scope.model_aliases[key] = (same, _is_wrapper(builder, value))
     else:
-        set_state(builder, key, keyed_state(scope, same) if same is not None else _unkeyed_state(builder, value))
+        state = keyed_state(scope, same) if same is not None else _unkeyed_state(builder, value)
+        if state.checkpointing is None and not scope.conditional:
+            # Another object, or the same one a helper switched checkpointing off for (`model = prepare_for_inference(model)`).
+            scope.checkpointed_models.pop(resolved(scope, key), None)
+        set_state(builder, key, state)
 
 
 def _rekey(scope: "Scope", old: str, new: str) -> None:

@@ -150,6 +150,11 @@ class TrainingScriptFacts:
                 enabled = model_key(self, arg.value)
                 if enabled is not None:
                     scope.checkpointed_models.setdefault(enabled, call.node)
+            elif (
+                not call.bound and not scope.conditional and (known := model_key(self, arg.value)) in scope.checkpointed_models
+                and any(self.index.disables_checkpointing_on(t, key) for t in targets)
+            ):  # fmt: skip
+                scope.checkpointed_models.pop(known)  # `prepare_for_inference(model)` switching it off
             if not disabled and not (isinstance(arg.value, cst.Name) and arg.value.value in scope.params):
                 continue  # with grad on, only a parameter handed on is a fact (note_parameter_run): skip the evaluation
             name = model_key(self, arg.value)
