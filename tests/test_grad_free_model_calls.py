@@ -897,3 +897,25 @@ def test_a_trainer_callback_calls_the_model_it_trains_without_grad(event, body, 
     assert {f.line for f in report.findings if f.code == "CKPT008"} == expected
     for finding in (f for f in report.findings if f.code == "CKPT008"):
         assert f"hands `HeldOutLoss(batch)` to a Trainer, which calls `{event}` with the model it trains in train mode" in finding.message
+
+
+def test_a_rollout_helper_of_its_own_file_handed_a_policy_that_checkpoints_in_training(project):
+    """PPO's shape: the policy's class checkpoints in `policy.py`; `rollout.py` runs whatever it is
+    handed under no_grad; `ppo.py` builds the policy (train mode) and names no checkpoint itself."""
+    from ckptlint.config import Settings
+    from ckptlint.engine import lint
+    from ckptlint.versions import resolve_versions
+
+    policy = (
+        "import torch\nfrom torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\n\nclass ActorCritic(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.trunk = nn.ModuleList(nn.Linear(8, 8) for _ in range(2))\n\n"
+        "    def features(self, obs):\n        for blk in self.trunk:\n            obs = checkpoint(blk, obs, use_reentrant=False) if self.training else blk(obs)\n        return obs\n\n"
+        "    def forward(self, obs):\n        return self.features(obs)\n"
+    )
+    rollout = "import torch\n\n\ndef collect(policy, obs):\n    with torch.no_grad():\n        return policy(obs)\n"
+    ppo = "from policy import ActorCritic\nfrom rollout import collect\n\n\ndef main(obs):\n    policy = ActorCritic()\n{mode}    return collect(policy, obs)\n"
+    for mode, expected in (("", {("rollout.py", 6)}), ("    policy.eval()\n", set())):
+        root = project({"policy.py": policy, "rollout.py": rollout, "ppo.py": ppo.format(mode=mode)})
+        report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
+        assert report.errors == []
+        assert {(f.path.rsplit("/", 1)[-1], f.line) for f in report.findings if f.code == "CKPT008"} == expected, mode
