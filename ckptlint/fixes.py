@@ -109,8 +109,8 @@ def replay_rng(model: FileModel, site: CheckpointSite) -> tuple[FixPlan, ...]:
     import libcst as cst
 
     node = site.preserve_rng_node
-    if not isinstance(node, (cst.Arg, cst.DictElement)):
-        return ()  # the flag came through `**kwargs`: nothing to delete here
+    if not isinstance(node, (cst.Arg, cst.DictElement)) or isinstance(node, cst.Arg) and node.star:
+        return ()  # the flag came through `**kwargs`: nothing to delete here (the spread carries other keywords)
     if isinstance(node, cst.Arg) and node.keyword is not None and node.keyword.value != "preserve_rng_state":
         return ()  # transformers kwargs built elsewhere (`gradient_checkpointing_kwargs=shared`): other models may share them
     container = site.call if node in site.call.args else _parent_of(model.tree, node)

@@ -130,6 +130,25 @@ def test_a_shared_kwargs_dict_gets_no_fix(project):
     assert (finding["code"], finding["fix"]) == ("CKPT006", None)
 
 
+def test_a_spread_table_of_another_module_is_never_deleted(project):
+    """`**CKPT` carries `use_reentrant=False` too: deleting it to drop `preserve_rng_state=False`
+    would switch the checkpoint to reentrant mode. The flag is not spelled here: no fix."""
+    project({
+        "pyproject.toml": "",
+        "settings.py": 'CKPT = {"use_reentrant": False, "preserve_rng_state": False}\n',
+        "example.py": (
+            "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\nfrom settings import CKPT\n\n\n"
+            "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.block = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1))\n\n"
+            "    def forward(self, x):\n        return checkpoint(self.block, x, **CKPT)\n"
+        ),
+    })
+    [finding] = findings("example.py", "--unsafe-fixes")
+    assert (finding["code"], finding["fix"]) == ("CKPT002", None)
+    before = (project({}) / "example.py").read_text()
+    run("example.py", "--fix", "--unsafe-fixes")
+    assert (project({}) / "example.py").read_text() == before
+
+
 def test_ckpt002_removes_the_flag_from_call_partial_and_dict(project):
     source = (
         "import functools\n\n"
