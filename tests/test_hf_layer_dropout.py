@@ -85,3 +85,46 @@ def test_a_shared_kwargs_dict_is_reported_at_the_call_and_not_fixed():
     report = lint_text(IMPORTS + f"KWARGS = {NO_REPLAY}\n\n\ndef build():\n    model = BertModel(BertConfig())\n    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=KWARGS)\n")
     (finding,) = [f for f in report.findings if f.code == "CKPT002"]
     assert finding.line == 7 and not finding.fixes
+
+
+RUN_TABLE = """
+RUN = {
+    "model": {"n_embd": 32, "n_layer": 2, "resid_pdrop": %s, "attn_pdrop": %s, "embd_pdrop": 0.1},
+    "train": {"activation_checkpointing": True, "activation_checkpointing_kwargs": {"use_reentrant": False, "preserve_rng_state": False}},
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "dropout, body, expected",
+    [
+        # A run table spread into the config and into the TrainingArguments (`**RUN["model"]`, `**RUN["train"]`):
+        # reported at the table's entry, spelled in this file 4 lines above the function.
+        ("0.1", "args = TrainingArguments(output_dir='out', **RUN['train'])\nTrainer(model=GPT2Model(GPT2Config(**RUN['model'])), args=args).train()\n", {-4}),
+        ("0.1", f"model = GPT2Model(GPT2Config(**RUN['model']))\n{ENABLE}\n", {2}),
+        # Zero layer dropout in the table; a table that is no literal says nothing.
+        ("0.0", "args = TrainingArguments(output_dir='out', **RUN['train'])\nTrainer(model=GPT2Model(GPT2Config(**RUN['model'])), args=args).train()\n", set()),
+        ("0.1", f"model = GPT2Model(GPT2Config(**flag))\n{ENABLE}\n", set()),
+    ],
+)
+def test_a_literal_run_table_spread_into_config_and_arguments(dropout, body, expected):
+    assert ckpt002_lines(body, RUN_TABLE % (dropout, dropout)) == expected
+
+
+def test_a_run_table_of_another_module(project):
+    """config.py holds the table; the finding is at the `**` that spreads it, with no fix (the table
+    configures more than this call)."""
+    from ckptlint.config import Settings
+    from ckptlint.engine import lint
+    from ckptlint.versions import resolve_versions
+
+    sft = (
+        IMPORTS + "from config import RUN\n\n\ndef build_trainer(out_dir, data):\n"
+        "    args = TrainingArguments(output_dir=out_dir, **RUN['train'])\n"
+        "    return Trainer(model=GPT2Model(GPT2Config(**RUN['model'])), args=args, train_dataset=data)\n"
+    )
+    root = project({"config.py": RUN_TABLE % ("0.1", "0.1"), "sft.py": sft})
+    report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
+    assert report.errors == []
+    [finding] = [f for f in report.findings if f.code == "CKPT002"]
+    assert (finding.path.rsplit("/", 1)[-1], finding.line, finding.fixes) == ("sft.py", 6, ())

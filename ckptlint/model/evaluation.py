@@ -240,9 +240,12 @@ class Evaluation:
                 return registered  # `MODELS[name]`: one of the classes the registry holds
             whole = self.evaluate(node.value)
             if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-                passed = self.keyword_passed(whole, node.slice[0].slice.value)
+                key = node.slice[0].slice.value
+                passed = self.keyword_passed(whole, key)
                 if passed is not None:
                     return passed
+                if isinstance(whole, DictLit) and isinstance(key, cst.SimpleString) and key.evaluated_value in whole.entries:
+                    return whole.entries[key.evaluated_value]  # type: ignore[index]  # `RUN["train"]` of a literal table
             index = _literal_index(node) if isinstance(whole, Items) else None
             if index is not None and -len(whole.values) <= index < len(whole.values):  # type: ignore[union-attr]
                 return whole.values[index]  # type: ignore[union-attr]  # `parser.parse_known_args()[0]`, `pair[1]`

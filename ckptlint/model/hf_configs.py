@@ -20,7 +20,7 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Optional
 
-from ckptlint.model.values import UNKNOWN, Const, HfConfig, Instance, Value, merge
+from ckptlint.model.values import UNKNOWN, Const, DictLit, HfConfig, Instance, Value, merge
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -63,8 +63,14 @@ def built_config(evaluate: Callable[[cst.BaseExpression], Value], qualname: str,
     family = matched.group("family") if matched else None
     keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
     if name.endswith("Config"):
-        # A checkpoint's config, or one `**kwargs` may change, keeps no visible default.
-        return _settings(evaluate, family, keywords, defaults=family is not None and method is None and not any(a.star for a in node.args))
+        # A checkpoint's config, or one `**kwargs` may change, keeps no visible default; a literal
+        # table spread into it (`GPT2Config(**RUN["model"])`) is as good as its keywords.
+        spread = [evaluate(a.value) if a.star == "**" else None for a in node.args if a.star]
+        tables = [t for t in spread if isinstance(t, DictLit) and t.complete]
+        found = _settings(evaluate, family, keywords, defaults=family is not None and method is None and len(tables) == len(spread))
+        attributes = _tracked(family)
+        given = tuple((k, v) for t in tables for k, v in t.entries.items() if k in attributes and k not in keywords)
+        return replace(found, settings=(*given, *found.settings)) if given else found
     if not _MODEL_CLASS.match(name):
         return None
     if method == "from_pretrained" and "config" not in keywords:
