@@ -17,7 +17,7 @@ from typing import Iterator, Optional
 
 from ckptlint.config import Settings
 from ckptlint.index import Block, Member, ModuleSummary, ProjectIndex
-from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINERS, HF_TRAINING_ARGUMENTS, KNOWN_APIS, LIGHTNING_MODULES, LIGHTNING_NO_GRAD_STEPS, TRAIN_MODE_EVENTS
+from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINERS, HF_TRAINING_ARGUMENTS, KNOWN_APIS, LIGHTNING_MODULES, LIGHTNING_NO_GRAD_STEPS, TRAIN_MODE_EVENTS, TRAINER_STEP_METHODS
 from ckptlint.site_text import SITE_TEXT, at_word_start
 
 # Where autograd may be switched off: a model called there may run a checkpoint for nothing (CKPT008),
@@ -96,7 +96,9 @@ def can_matter(text: str, summary: ModuleSummary, index: ProjectIndex, settings:
         return True
     # A helper handed a model by a module that switches checkpointing on may run it without grad,
     # or sample from it (`def sample(policy, ids): return policy.generate(ids)`).
-    return (grad_off or GENERATE_TEXT in text) and index.imported_by_checkpoint_text(summary.name)
+    # So may a Trainer's callback or subclass, handed the model it trains (`compute_loss(model, inputs)`).
+    handed = grad_off or GENERATE_TEXT in text or (_CACHE_WORDS.search(text) is not None and bool(_handed_model_members(summary)))
+    return handed and index.imported_by_checkpoint_text(summary.name)
 
 
 def may_switch_grad_off(text: str) -> bool:
@@ -200,14 +202,24 @@ def _plain_class_grad_off_lines(text: str, summary: ModuleSummary, index: Projec
     return [line for line in lines if any(b.start <= line <= b.end for b in plain)]
 
 
+# Cache keywords a forward call may pass (CKPT004).
+_CACHE_WORDS = re.compile(r"\b(?:use_cache|past_key_values?)\s*=")
+
+
+def _handed_model_members(summary: ModuleSummary) -> list[Member]:
+    """Methods a Trainer calls with the model it trains: a callback's train-time events, a subclass's steps."""
+    return [member for block in summary.blocks for member in block.members if member.name in TRAIN_MODE_EVENTS or member.name in TRAINER_STEP_METHODS]
+
+
 def _callback_event_lines(text: str, summary: ModuleSummary, starts: list[int]) -> list[int]:
-    """Lines sampling from a model, or switching grad off, in a callback's train-time event
-    (`on_step_end`): the Trainer the callback is handed to calls it with its model in train mode
+    """Lines sampling from a model, passing it cache keywords, or switching grad off, in a method a
+    Trainer calls with the model it trains (`on_step_end`, `compute_loss`), in train mode
     (`caller_modes.handed_generates`, `grad_free.grad_free_checkpoints`)."""
-    events = [member for block in summary.blocks for member in block.members if member.name in TRAIN_MODE_EVENTS]
+    events = _handed_model_members(summary)
     if not events:
         return []
     offsets = [match.start() for match in re.finditer(re.escape(GENERATE_TEXT), text)] + list(_grad_off_offsets(text))
+    offsets += [match.start() for match in _CACHE_WORDS.finditer(text)]
     lines = [bisect_right(starts, offset) for offset in offsets]
     return [line for line in lines if any(member.start <= line <= member.end for member in events)]
 

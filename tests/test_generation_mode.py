@@ -183,7 +183,7 @@ def test_generation_in_a_trainer_callback(events, main, expected):
 def test_the_message_names_the_trainer_event():
     main = f"    Trainer(model=model, args={ARGS}, callbacks=[Sampler(prompts)]).train()\n"
     [finding] = [f for f in lint_text(CALLBACKS.format(events=STEP_END, main=main)).findings if f.code == "CKPT004"]
-    assert "(`example.main` hands `Sampler(prompts)` to a Trainer training it with checkpointing on, which calls `on_step_end` with the model in train mode)" in finding.message
+    assert "(`example.main` hands `Sampler(prompts)` to a Trainer that trains with checkpointing on and calls its `on_step_end` with the model in train mode)" in finding.message
 
 
 def test_a_callback_in_a_file_of_its_own(project):
@@ -260,3 +260,39 @@ def test_a_helper_that_switches_checkpointing_off_again(inference, expected):
     report = lint_text(PREPARE.format(inference=inference))
     assert report.errors == []
     assert {f.line for f in report.findings if f.code == "CKPT004"} == expected
+
+
+STEPS = '''from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+
+class SegmentedTrainer(Trainer):
+    def {method}(self, model, inputs, *rest, **options):
+{body}
+
+def main(data):
+    model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+    SegmentedTrainer(model=model, args=TrainingArguments("out", {flag}), train_dataset=data).train()
+'''
+CACHED = "        head = model(input_ids=inputs['input_ids'], use_cache=True)\n        return model(input_ids=inputs['input_ids'], past_key_values=head.past_key_values).loss\n"
+
+
+@pytest.mark.parametrize(
+    "method, body, flag, expected",
+    [
+        # The Trainer calls its subclass's steps with the model it trains, in train mode.
+        ("compute_loss", CACHED, "gradient_checkpointing=True", {6, 7}),
+        ("training_step", CACHED, "activation_checkpointing=True", {6, 7}),
+        ("training_step", "        return model.generate(inputs['input_ids'])\n", "gradient_checkpointing=True", {6}),
+        # Correct: no checkpointing, or caching off.
+        ("compute_loss", CACHED, "gradient_checkpointing=False", set()),
+        ("compute_loss", "        return model(input_ids=inputs['input_ids'], use_cache=False).loss\n", "gradient_checkpointing=True", set()),
+        # A method the Trainer does not call with its model.
+        ("prediction_step", CACHED, "gradient_checkpointing=True", set()),
+    ],
+)
+def test_a_trainer_subclass_step_gets_the_model_it_trains(method, body, flag, expected):
+    report = lint_text(STEPS.format(method=method, body=body, flag=flag))
+    assert report.errors == []
+    assert {f.line for f in report.findings if f.code == "CKPT004"} == expected
+    for finding in (f for f in report.findings if f.code == "CKPT004"):
+        assert f"a Trainer that trains with checkpointing on and calls its `{method}` with the model in train mode" in finding.message

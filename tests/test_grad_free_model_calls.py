@@ -896,7 +896,7 @@ def test_a_trainer_callback_calls_the_model_it_trains_without_grad(event, body, 
     assert report.errors == []
     assert {f.line for f in report.findings if f.code == "CKPT008"} == expected
     for finding in (f for f in report.findings if f.code == "CKPT008"):
-        assert f"hands `HeldOutLoss(batch)` to a Trainer, which calls `{event}` with the model it trains in train mode" in finding.message
+        assert f"hands `HeldOutLoss(batch)` to a Trainer that trains with checkpointing on and calls its `{event}` with the model in train mode" in finding.message
 
 
 def test_a_rollout_helper_of_its_own_file_handed_a_policy_that_checkpoints_in_training(project):

@@ -1362,11 +1362,12 @@ def verdict(code: str, report: ComparisonReport, path: str, line: int, end_line:
             symptoms = report.none_grad_evidence(within=scope.owns) + report.grad_difference_evidence(scope.owns)
         premise += cause[:3]
     elif code == "CKPT004":
-        # Library layers checkpointed under the call at this line with grad off (generate(), or a
-        # forward under no_grad, in train mode): transformers' checkpointed layers drop the cache.
-        uncached = [c for c in calls_at(report, path, line, end_line or line) if c.by_library and not c.grad_enabled]
+        # Library layers checkpointed under the call at this line (generate(), a forward under no_grad
+        # or a training forward, in train mode): transformers' checkpointed layers drop the cache.
+        uncached = [c for c in calls_at(report, path, line, end_line or line) if c.by_library]
+        grad = " with grad disabled" if not any(c.grad_enabled for c in uncached) else ""
         cause = [
-            f"{len(uncached)} checkpoint calls of {uncached[0].function} ran inside the call at line {line} with grad disabled: "
+            f"{len(uncached)} checkpoint calls of {uncached[0].function} ran inside the call at line {line}{grad}: "
             "the layers were checkpointed there, which drops their cache"
         ] if uncached else []
         symptoms = exception if scope.owns_run(cause) else []

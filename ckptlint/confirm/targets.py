@@ -316,8 +316,9 @@ def _plain_class(cls: ast.ClassDef) -> bool:
     return all(_base_name(base) in _PLAIN_BASES for base in cls.bases) and not cls.keywords
 
 
-# Bases of objects a trainer is handed, no modules: transformers' `TrainerCallback`, Lightning's `Callback`.
-_PLAIN_BASES = ("object", "TrainerCallback", "Callback")
+# Bases of objects that train a model or are handed to what does, no modules: transformers' and trl's
+# trainers and `TrainerCallback`, Lightning's `Callback`.
+_PLAIN_BASES = ("object", "TrainerCallback", "Callback", "Trainer", "Seq2SeqTrainer", "SFTTrainer")
 
 
 def _base_name(base: ast.expr) -> str:

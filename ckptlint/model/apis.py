@@ -85,6 +85,9 @@ HF_TRAINERS = frozenset({"transformers.Trainer", "transformers.Seq2SeqTrainer", 
 # arguments switch it on, whatever the evaluation strategy (measured with transformers 5.23; the
 # others may follow an evaluation, which leaves the model in eval mode).
 TRAIN_MODE_EVENTS = ("on_train_begin", "on_epoch_begin", "on_step_end", "on_substep_end", "on_pre_optimizer_step", "on_optimizer_step")
+# The Trainer methods a subclass overrides that get the model being trained, in train mode (5.23's
+# `training_step` calls `model.train()` first, then `compute_loss(model, inputs, ...)`).
+TRAINER_STEP_METHODS = ("training_step", "compute_loss")
 HF_TRAINING_FLAGS = {"gradient_checkpointing": "gradient_checkpointing_kwargs", "activation_checkpointing": "activation_checkpointing_kwargs"}
 # transformers models built from a config start in train mode like any new nn.Module (measured:
 # `LlamaForCausalLM(config)`, `AutoModelForCausalLM.from_config(config)`); `from_pretrained` switches

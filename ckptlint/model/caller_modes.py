@@ -12,19 +12,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
+import libcst as cst
+
+from ckptlint.model.apis import TRAINER_STEP_METHODS
 from ckptlint.model.sites import CacheUse
 from ckptlint.model.summaries import argument_key
 from ckptlint.model.values import code
 
 if TYPE_CHECKING:
     from ckptlint.model.file_model import FileModel
-    from ckptlint.model.sites import ParameterGenerate
+    from ckptlint.model.sites import CallRecord, ParameterGenerate
     from ckptlint.model.summaries import Resolver
 
 
 def handed_generates(model: "FileModel", resolver: "Resolver") -> list[CacheUse]:
-    """The `generate()` calls on parameters of `model`'s functions that some caller hands a model
-    training with checkpointing on (one use per call)."""
+    """The `generate()` calls (and forwards' cache keywords) on parameters of `model`'s functions that
+    some caller hands a model training with checkpointing on (one use per call)."""
     found = (_handed_generate(model, resolver, generate) for generate in model.parameter_generates)
     return [use for use in found if use is not None]
 
@@ -36,12 +39,19 @@ def _handed_generate(model: "FileModel", resolver: "Resolver", generate: "Parame
         state = record.states.get(key) if key is not None else None
         if state is not None and state.training is True and state.checkpointing is not None:
             caller = f"`{_short(record.caller)}`" if record.caller not in model.index.modules else f"module-level code of `{record.caller}`"
-            if record.event is not None:
-                handed = f"{caller} hands `{code(record.node)}` to a Trainer training it with checkpointing on, which calls `{record.event}` with the model in train mode"
-            else:
-                handed = f"{caller} hands it over so: `{code(record.node)}`"
-            return CacheUse(generate.node, "generate", generate.model, state.checkpointing, handed_by=handed)
+            handed = through_trainer(record, caller) if record.event is not None else f"{caller} hands it over so: `{code(record.node)}`"
+            return CacheUse(generate.node, generate.kind, generate.model, state.checkpointing, handed_by=handed)
     return None
+
+
+def through_trainer(record: "CallRecord", caller: str) -> str:
+    """How a Trainer's call of a callback's event or of a subclass's step method hands the model over."""
+    spelled = code(record.node)
+    if "\n" in spelled and isinstance(record.node, cst.Call):
+        spelled = f"{code(record.node.func)}(...)"
+    if record.event in TRAINER_STEP_METHODS:
+        return f"{caller} builds `{spelled}`, a Trainer that trains with checkpointing on and calls its `{record.event}` with the model in train mode"
+    return f"{caller} hands `{spelled}` to a Trainer that trains with checkpointing on and calls its `{record.event}` with the model in train mode"
 
 
 def _short(qualname: str) -> str:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Iterator, Optional
 
 import libcst as cst
 
+from ckptlint.model.caller_modes import through_trainer
 from ckptlint.model.construction import Context
 from ckptlint.model.regions import RegionPart, region_of
 from ckptlint.model.sites import ApiKind, CheckpointSite, GradFreeCall, ModelState
@@ -77,10 +78,7 @@ def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> I
             caller = f"`{_short(record.caller)}`" if record.caller not in model.index.modules else f"module-level code of `{record.caller}`"
             handed = "it" if call.param == call.model else f"`{call.param}`, which `{call.model}` comes from,"
             mode = " in train mode" if state.training is True and not call.mode_here else ""
-            if record.event is not None:
-                trains = f"{caller} hands `{code(record.node)}` to a Trainer, which calls `{record.event}` with the model it trains{mode}"
-            else:
-                trains = f"{caller} hands {handed} over{mode} (`{code(record.node)}`)"
+            trains = through_trainer(record, caller) if record.event is not None else f"{caller} hands {handed} over{mode} (`{code(record.node)}`)"
             yield GradFreeCheckpoint(call, through + reached, trains if mode else f"{trains}, and `{call.model}` {_ANY_MODE}", any_mode=not mode)
 
 

@@ -334,10 +334,11 @@ class ParameterGenerate:
     """`model.generate(...)` on a parameter whose mode and checkpointing nothing in its function
     sets: its callers say whether it runs in train mode with checkpointing on (CKPT004)."""
 
-    node: cst.Call
+    node: cst.CSTNode  # the `generate` call, or the cache keyword
     model: str  # the variable, as spelled
     function: str  # the enclosing function
     param: str  # the parameter the model arrives as
+    kind: str = "generate"  # or "use_cache" / "past_key_values" for a forward's cache keyword (CacheUse.kind)
 
 
 @dataclass(frozen=True)

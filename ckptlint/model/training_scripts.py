@@ -8,7 +8,7 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from ckptlint.model.apis import HF_TRAINERS, LIGHTNING_MODULES, TRAIN_MODE_EVENTS
+from ckptlint.model.apis import HF_TRAINERS, LIGHTNING_MODULES, TRAIN_MODE_EVENTS, TRAINER_STEP_METHODS
 from ckptlint.model.hf_configs import CACHE, caches, config_argument
 from ckptlint.model.model_states import HF_DISABLE_METHODS, flags_set_by_method, keyed_state, model_key, resolved, set_flag, set_state, state_of
 from ckptlint.model.scope import Scope
@@ -63,6 +63,8 @@ class TrainingScriptFacts:
                 callbacks = _trainer_arguments(node).get("callbacks")
                 if isinstance(callbacks, (cst.List, cst.Tuple)):
                     self.note_trainer_callbacks(node, [e.value for e in callbacks.elements if not isinstance(e, cst.StarredElement)])
+                if trainer.qualname not in HF_TRAINERS:
+                    self.note_trainer_steps(node, trainer.qualname)
 
     def note_method_call(self, node: cst.Call, func: cst.Attribute) -> None:
         """`model.train()`, `model.forward(...)`, `model.generate(...)`, `self.policy(...)`, through
@@ -99,13 +101,13 @@ class TrainingScriptFacts:
             for attr, value in flags.items():
                 set_flag(self, key, attr, value)
 
-    def note_parameter_generate(self, name: str, node: cst.Call) -> None:
-        """`model.generate(...)` on a parameter of this function that nothing here switches: its
-        callers' mode and checkpointing decide (`caller_modes.handed_generates`)."""
+    def note_parameter_generate(self, name: str, node: cst.CSTNode, kind: str = "generate") -> None:
+        """`model.generate(...)` (or a forward's cache keyword) on a parameter of this function that
+        nothing here switches: its callers' mode and checkpointing decide (`caller_modes.handed_generates`)."""
         scope = self.scope
         value = self.lookup(name)
-        if scope.kind == "function" and isinstance(value, Param) and value.function == scope.qualname and value.name == name:
-            self.parameter_generates.append(ParameterGenerate(node, name, scope.qualname, name))
+        if scope.kind == "function" and name not in scope.modes_touched and isinstance(value, Param) and value.function == scope.qualname and value.name == name:
+            self.parameter_generates.append(ParameterGenerate(node, name, scope.qualname, name, kind))
 
     def spell_cache(self, model: str, node: cst.CSTNode, kind: str, on_config: bool = True) -> None:
         """Caching spelled for `model` (`on_config`: on its config, which a later `use_cache = False`
@@ -228,10 +230,12 @@ class TrainingScriptFacts:
         for arg in node.args:
             name = arg.keyword.value if arg.keyword else None
             value = self.evaluate(arg.value) if name else None
-            if name == "use_cache" and value == Const(True):
-                self.spell_cache(model, arg, "use_cache", on_config=False)
-            elif name in ("past_key_values", "past_key_value") and value != Const(None):
-                self.spell_cache(model, arg, "past_key_values", on_config=False)
+            kind = "use_cache" if name == "use_cache" and value == Const(True) else "past_key_values" if name in ("past_key_values", "past_key_value") and value != Const(None) else None
+            if kind is None:
+                continue
+            self.spell_cache(model, arg, kind, on_config=False)
+            if training is None and model not in scope.checkpointed_models:
+                self.note_parameter_generate(model, arg, kind)  # a model handed in: its callers tell
 
     def note_trainer(self, node: cst.Call) -> Optional[str]:
         """`Trainer(model, args, ...)` (or by keyword) with checkpointing TrainingArguments: the
@@ -265,19 +269,24 @@ class TrainingScriptFacts:
                 self.spell_cache(model.value, setting, "use_cache")
         return model.value
 
+    def trained_with_checkpointing(self, trainer: cst.Call) -> Optional[tuple[cst.BaseExpression, cst.CSTNode]]:
+        """(the model, where its checkpointing is switched on) for a Trainer that trains with checkpointing on."""
+        model = _trainer_arguments(trainer).get("model")
+        checkpointing = self.trainer_checkpointing.get(id(trainer))
+        if checkpointing is None and isinstance(model, cst.Name):
+            checkpointing = self.scope.checkpointed_models.get(model.value)  # switched on before the Trainer
+        return (model, checkpointing) if model is not None and checkpointing is not None else None
+
     def note_trainer_callbacks(self, trainer: cst.Call, callbacks: list[cst.BaseExpression]) -> None:
         """Callbacks handed to a Trainer that trains with checkpointing on (`callbacks=[...]`,
         `trainer.add_callback(cb)`): it calls their train-time events with its model in train mode
         (`TRAIN_MODE_EVENTS`), recorded as calls of those methods so the model's state reaches them
         as any caller's does (`caller_modes.handed_generates`)."""
-        model = _trainer_arguments(trainer).get("model")
-        checkpointing = self.trainer_checkpointing.get(id(trainer))
-        if checkpointing is None and isinstance(model, cst.Name):
-            checkpointing = self.scope.checkpointed_models.get(model.value)  # switched on before the Trainer
-        if model is None or checkpointing is None:
+        trained = self.trained_with_checkpointing(trainer)
+        if trained is None:
             return
-        handed = {"model": self.evaluate(model)}
-        state = {"model": ModelState(training=True, checkpointing=checkpointing)}
+        handed = {"model": self.evaluate(trained[0])}
+        state: dict[Union[int, str], ModelState] = {"model": ModelState(training=True, checkpointing=trained[1])}
         for callback in callbacks:
             value = self.evaluate(callback)
             cls = value.ctor if isinstance(value, Instance) else value.classes[0] if isinstance(value, ModuleObject) and len(value.classes) == 1 else None
@@ -287,6 +296,22 @@ class TrainingScriptFacts:
                     # The Trainer passes `args, state, control` by position and the rest by keyword.
                     call = CallRecord(callback, (UNKNOWN,) * 3, handed, {}, False, True, True, self.scope.qualname, state, event=event)
                     self.note_call((f"{owner.qualname}.{event}",), call)
+
+    def note_trainer_steps(self, trainer: cst.Call, cls: str) -> None:
+        """A project Trainer subclass built to train with checkpointing on: the Trainer calls its
+        `training_step(model, inputs)` and `compute_loss(model, inputs)` with its model in train mode
+        (both run inside `train()`'s step, after `model.train()`), recorded as calls of the methods
+        the subclass defines."""
+        trained = self.trained_with_checkpointing(trainer)
+        if trained is None:
+            return
+        handed = (self.evaluate(trained[0]), UNKNOWN)
+        state: dict[Union[int, str], ModelState] = {0: ModelState(training=True, checkpointing=trained[1])}
+        for step in TRAINER_STEP_METHODS:
+            owner = self.index.method_owner(cls, step)
+            if owner is not None:
+                call = CallRecord(trainer, handed, {}, {}, False, True, True, self.scope.qualname, state, event=step)
+                self.note_call((f"{owner.qualname}.{step}",), call)
 
 
 def _trainer_arguments(node: cst.Call) -> dict[str, cst.BaseExpression]:

@@ -37,6 +37,7 @@ class CacheUnderCheckpointing(Rule):
                     by = f" (built from `{spelled(use.node.value)}`, a config that sets `use_cache=True`)"
                 else:
                     by = ""
+                by += f" ({use.handed_by})" if use.handed_by else ""
                 yield Diagnostic(
                     use.node,
                     f"`use_cache=True` for `{use.model}`{by}, whose gradient checkpointing is on in this training code: transformers "
@@ -73,7 +74,7 @@ class CacheUnderCheckpointing(Rule):
             else:
                 yield Diagnostic(
                     use.node,
-                    f"`past_key_values=` passed to `{use.model}` while training with gradient checkpointing: the checkpointed "
+                    f"`past_key_values=` passed to `{use.model}`{f' ({use.handed_by})' if use.handed_by else ''} while training with gradient checkpointing: the checkpointed "
                     "layers drop the cache (\"Caching is incompatible with gradient checkpointing ... Setting "
                     "`past_key_values=None`\") and the attention shapes no longer match (measured: \"The size of tensor a (4) "
                     "must match the size of tensor b (12)\")",

@@ -156,6 +156,9 @@ EVIDENCE = {
     **{("sampling_callbacks.py", line, "CKPT004"): [
         r"return value\[0\]: int64\[2, 14\] \[.*\] with checkpointing after backward; int64\[2, 14\] \[.*\] without", rf"target chosen because {function} builds {logger}",
     ] for line, function, logger in ((39, "train_logging_samples", "SampleLogger"), (51, "train_logging_epoch_samples", "EpochSampleLogger"))},
+    **{("hf_trainer_steps.py", line, "CKPT004"): [
+        r"return value\[0\]: None with checkpointing after backward; DynamicCache of 2 without", rf"checkpoint calls of partial\(LlamaDecoderLayer\.forward\) ran inside the call at line {line}:",
+    ] for line in (30, 32)},
     ("sampling_callbacks.py", 88, "CKPT008"): [r"checkpoint at sampling_callbacks\.py:88 ran with grad disabled", r"target chosen because train_logging_held_out_loss builds HeldOutLoss"],
     ("rl_rollouts.py", 62, "CKPT008"): [r"checkpoint at rl_rollouts\.py:62 ran with grad disabled"],
     ("rl_rollouts.py", 93, "CKPT004"): [r"return value: int64\[2, 14\] \[.*\] with checkpointing after backward; int64\[2, 14\] \[.*\] without", r"example sampling_a_policy_in_train_mode\(\)"],
@@ -325,6 +328,7 @@ LOOK_ALIKES = [
     ("rl_rollouts.py", "rollout_through_helper_in_eval_mode", "return sample_rollouts(policy, prompts)", "CKPT004"),
     *(("sampling_callbacks.py", name, "model.generate(", "CKPT004") for name in ("EvalModeSampleLogger", "EvaluationSampleLogger")),
     ("sampling_callbacks.py", "EvalModeHeldOutLoss", "self.losses.append(model(", "CKPT008"),
+    ("hf_trainer_steps.py", "WholeDocumentTrainer", "out = model(", "CKPT004"),
     ("frozen_upstream.py", "FrozenEmbeddingClassifierNonReentrant", "checkpoint(", "CKPT005"),
     ("frozen_upstream.py", "FrozenHeadClassifier", "checkpoint(", "CKPT005"),
     ("frozen_upstream.py", "HookedLoraClassifier", "checkpoint(", "CKPT005"),
