@@ -1597,6 +1597,30 @@ def test_peft_hooks_the_inputs_only_of_a_model_already_checkpointed_when_it_wrap
 
 
 
+def test_peft_wraps_a_model_a_builder_returns(project):
+    """`get_peft_model(build_backbone(), ...)`: the wrapped class is what the builder (of another file)
+    returns; a ViT gets no input hook from transformers 5.x, a Llama does."""
+    from ckptlint.config import Settings
+    from ckptlint.engine import lint
+    from ckptlint.versions import resolve_versions
+
+    factory = (
+        "from transformers import LlamaConfig, LlamaForCausalLM, ViTConfig, ViTForImageClassification\n\n\n"
+        "def build_backbone():\n    return ViTForImageClassification(ViTConfig())\n\n\n"
+        "def build_text_model():\n    return LlamaForCausalLM(LlamaConfig())\n"
+    )
+    train = (
+        "from peft import LoraConfig, get_peft_model\nfrom model_factory import {builder}\n\n\n"
+        "def build():\n    model = get_peft_model({builder}(), LoraConfig(target_modules=['q_proj']))\n"
+        "    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={{'use_reentrant': True}})\n    return model\n"
+    )
+    for builder, expected in (("build_backbone", {7}), ("build_text_model", set())):
+        root = project({"model_factory.py": factory, "train.py": train.format(builder=builder)})
+        report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
+        assert report.errors == []
+        assert {f.line for f in report.findings if f.code == "CKPT005"} == expected, builder
+
+
 def test_adapter_libraries_that_freeze_the_model_they_are_handed():
     body = """
         import torch.nn as nn

@@ -105,14 +105,16 @@ class FrozenUpstreamReentrant(Rule):
 def _reaches_layers(model: FileModel, freeze: Freeze, ctor: str, holder: str, receiver: Value) -> bool:
     """Whether, after `freeze`, the first checkpointed layer of the model (built by `ctor`, at
     `holder` in the frozen object) gets an input that cannot require grad and no hook fixes it."""
+    # Under a PEFT wrapper, the class of the model it holds (through a builder: `get_peft_model(build_backbone(), ...)`).
+    wrapped = (model.index.builds(freeze.wrapped) or freeze.wrapped) if freeze.wrapped else ""
     if freeze.input_grad_hook or not inputs_frozen(
-        freeze, _library_class(model, freeze.wrapped or ctor), holder, loaded_checkpoint(receiver) if not freeze.wrapped else None
+        freeze, _library_class(model, wrapped or ctor), holder, loaded_checkpoint(receiver) if not wrapped else None
     ):
         return False
     if transformers_default_reentrant(model.versions.transformers) or freeze.hook_undone:
         return True  # 4.x adds the hook only with PEFT; disabling it or swapping embeddings drops it
     # 5.x hooks models whose main input is `input_ids`; vision and audio models get nothing.
-    ctor = freeze.wrapped or ctor  # under a PEFT wrapper, the class of the model it holds
+    ctor = wrapped or ctor
     main_input = model.index.attribute(ctor, "main_input_name")
     if main_input is not None and main_input.has_constant:
         return main_input.constant != "input_ids"
