@@ -42,6 +42,12 @@ def lint_text(source: str, filename: str = "example.py", *, torch: str = "2.13",
     return lint([], settings, versions, jobs=1, stdin=(filename, source))
 
 
+def lint_folder(root: Path) -> LintReport:
+    """Lint a project folder the way `ckptlint ROOT` does, for torch 2.13 and transformers 5.23."""
+    settings = Settings()
+    return lint([str(root)], settings, resolve_versions(settings, None, "2.13", "5.23"), jobs=1)
+
+
 def readme_block(marker: str, language: str = "text") -> str:
     """The first ```language block after `marker` in README.md (example outputs are checked)."""
     readme = (ROOT / "README.md").read_text()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from conftest import lint_text
+from conftest import lint_folder, lint_text
 
 ENABLE = 'model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})'
 
@@ -118,15 +118,11 @@ def test_the_message_names_the_caller_that_hands_the_model_over():
 
 def test_a_sampling_helper_in_a_file_of_its_own(project):
     """The helper's file has no checkpoint text: the training script that imports it does."""
-    from ckptlint.config import Settings
-    from ckptlint.engine import lint
-    from ckptlint.versions import resolve_versions
-
     rollout = "import torch\n\n\ndef sample(policy, ids):\n    with torch.no_grad():\n        return policy.generate(input_ids=ids, max_new_tokens=4)\n"
     train = SAMPLER.split("\n\ndef sample")[0] + "\nfrom rollout import sample\n\n\ndef main(ids):\n    policy = AutoModelForCausalLM.from_pretrained(\"meta-llama/Llama-3.2-1B\")\n{main}"
     for main, expected in ((f"{TRAINED}    return sample(policy, ids)\n", {("rollout.py", 6)}), (f"{TRAINED}    policy.eval()\n    return sample(policy, ids)\n", set())):
         root = project({"rollout.py": rollout, "train.py": train.format(main=main)})
-        report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
+        report = lint_folder(root)
         assert report.errors == []
         assert {(f.path.rsplit("/", 1)[-1], f.line) for f in report.findings if f.code == "CKPT004"} == expected
 
@@ -188,15 +184,11 @@ def test_the_message_names_the_trainer_event():
 
 def test_a_callback_in_a_file_of_its_own(project):
     """The callback's file names neither checkpointing nor the Trainer's arguments; the training script does."""
-    from ckptlint.config import Settings
-    from ckptlint.engine import lint
-    from ckptlint.versions import resolve_versions
-
     callbacks = "from transformers import TrainerCallback\n\n\nclass Sampler(TrainerCallback):\n    def __init__(self, prompts):\n        self.prompts = prompts\n\n" + STEP_END
     head = CALLBACKS.split("\n\nclass Sampler")[0] + "\nfrom callbacks import Sampler\n\n\ndef main(prompts, data):\n    model = AutoModelForCausalLM.from_pretrained(\"meta-llama/Llama-3.2-1B\")\n"
     for arguments, expected in ((ARGS, {("callbacks.py", 9)}), ('TrainingArguments("out")', set())):
         root = project({"callbacks.py": callbacks, "train.py": head + f"    Trainer(model=model, args={arguments}, callbacks=[Sampler(prompts)]).train()\n"})
-        report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
+        report = lint_folder(root)
         assert report.errors == []
         assert {(f.path.rsplit("/", 1)[-1], f.line) for f in report.findings if f.code == "CKPT004"} == expected
 
@@ -204,10 +196,6 @@ def test_a_callback_in_a_file_of_its_own(project):
 def test_checkpointing_switched_on_by_a_helper_of_a_third_file(project):
     """Neither the training script nor the sampling helper names checkpointing: a helper of
     policy.py switches it on for the model it is handed and returns."""
-    from ckptlint.config import Settings
-    from ckptlint.engine import lint
-    from ckptlint.versions import resolve_versions
-
     policy = (
         "from transformers import LlamaConfig, LlamaForCausalLM\n\n\ndef build_policy():\n    return LlamaForCausalLM(LlamaConfig())\n\n\n"
         "def enable_memory_savings(model):\n    model.gradient_checkpointing_enable()\n    return model\n"
@@ -218,7 +206,7 @@ def test_checkpointing_switched_on_by_a_helper_of_a_third_file(project):
     named = "    policy = build_policy()\n    enable_memory_savings(policy)\n"
     for build, mode, expected in ((chained, "", {("rollout.py", 2)}), (named, "", {("rollout.py", 2)}), (chained, "    policy.eval()\n", set()), ("    policy = build_policy()\n", "", set())):
         root = project({"policy.py": policy, "rollout.py": rollout, "train.py": train.format(build=build, mode=mode)})
-        report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
+        report = lint_folder(root)
         assert report.errors == []
         assert {(f.path.rsplit("/", 1)[-1], f.line) for f in report.findings if f.code == "CKPT004"} == expected, (build, mode)
 

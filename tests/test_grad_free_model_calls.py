@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from conftest import TOWER_SOURCE, lint_text
+from conftest import TOWER_SOURCE, lint_folder, lint_text
 
 LIGHTNING = '''
 from lightning import LightningModule
@@ -466,13 +466,9 @@ HELPERS = (
     ],
 )
 def test_the_mode_a_function_in_another_file_leaves_its_model_in(project, steps, reported):
-    from ckptlint.config import Settings
-    from ckptlint.engine import lint
-    from ckptlint.versions import resolve_versions
-
     prelude = STACK.format(gate=TRAINING_GATE) + "from helpers import freeze, prepare, sample\n\n\ndef main():\n    "
     root = project({"helpers.py": HELPERS, "train.py": prelude + steps + "    with torch.no_grad():\n        return model(torch.ones(2, 8))\n"})
-    report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
+    report = lint_folder(root)
     assert report.errors == []
     last = len((prelude + steps).splitlines()) + 2 - PRELUDE_LINES
     assert {f.line - PRELUDE_LINES for f in report.findings if f.code == "CKPT008"} == ({last} if reported else set())
@@ -507,12 +503,8 @@ NET = "import torch.nn as nn\n\nfrom layers import Layer\n\n\nclass Net(nn.Modul
     ],
 )
 def test_a_model_class_from_another_file_reaches_its_checkpoint_under_no_grad(project, script, reported):
-    from ckptlint.config import Settings
-    from ckptlint.engine import lint
-    from ckptlint.versions import resolve_versions
-
     root = project({"layers.py": LAYERS, "net.py": NET, "p.py": script})
-    report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
+    report = lint_folder(root)
     assert report.errors == []
     found = {(f.path.rsplit("/", 1)[-1], f.code) for f in report.findings}
     assert found == ({("p.py", "CKPT008")} if reported else set())
@@ -635,12 +627,8 @@ def test_a_model_built_in_the_project_passes_its_own_parameters_to_its_submodule
     every construction of its class in the project agrees on, defaults filled in: here a flag of its
     `__init__` handed to a submodule that checkpoints on it (probe b/16, from Lightning reports)."""
     source = LIGHTNING_OWN_PARAMETER.format(default=default)
-    from ckptlint.config import Settings
-    from ckptlint.engine import lint
-    from ckptlint.versions import resolve_versions
-
     root = project({"lit.py": source, "main.py": f"from lightning import Trainer\n\nfrom lit import Lit\n\nflag = True\nTrainer().fit({script})\n"})
-    report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
+    report = lint_folder(root)
     assert {f.line for f in report.findings if f.code == "CKPT008" and f.path.endswith("lit.py")} == expected
 
 
@@ -902,10 +890,6 @@ def test_a_trainer_callback_calls_the_model_it_trains_without_grad(event, body, 
 def test_a_rollout_helper_of_its_own_file_handed_a_policy_that_checkpoints_in_training(project):
     """PPO's shape: the policy's class checkpoints in `policy.py`; `rollout.py` runs whatever it is
     handed under no_grad; `ppo.py` builds the policy (train mode) and names no checkpoint itself."""
-    from ckptlint.config import Settings
-    from ckptlint.engine import lint
-    from ckptlint.versions import resolve_versions
-
     policy = (
         "import torch\nfrom torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\n\nclass ActorCritic(nn.Module):\n"
         "    def __init__(self):\n        super().__init__()\n        self.trunk = nn.ModuleList(nn.Linear(8, 8) for _ in range(2))\n\n"
@@ -916,6 +900,6 @@ def test_a_rollout_helper_of_its_own_file_handed_a_policy_that_checkpoints_in_tr
     ppo = "from policy import ActorCritic\nfrom rollout import collect\n\n\ndef main(obs):\n    policy = ActorCritic()\n{mode}    return collect(policy, obs)\n"
     for mode, expected in (("", {("rollout.py", 6)}), ("    policy.eval()\n", set())):
         root = project({"policy.py": policy, "rollout.py": rollout, "ppo.py": ppo.format(mode=mode)})
-        report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
+        report = lint_folder(root)
         assert report.errors == []
         assert {(f.path.rsplit("/", 1)[-1], f.line) for f in report.findings if f.code == "CKPT008"} == expected, mode

@@ -7,7 +7,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from conftest import lint_text
+from conftest import lint_folder, lint_text
 
 IMPORTS = (
     "from transformers import (AutoModelForCausalLM, BertConfig, BertModel, GPT2Config, GPT2Model, LlamaConfig, LlamaForCausalLM,"
@@ -114,17 +114,13 @@ def test_a_literal_run_table_spread_into_config_and_arguments(dropout, body, exp
 def test_a_run_table_of_another_module(project):
     """config.py holds the table; the finding is at the `**` that spreads it, with no fix (the table
     configures more than this call)."""
-    from ckptlint.config import Settings
-    from ckptlint.engine import lint
-    from ckptlint.versions import resolve_versions
-
     sft = (
         IMPORTS + "from config import RUN\n\n\ndef build_trainer(out_dir, data):\n"
         "    args = TrainingArguments(output_dir=out_dir, **RUN['train'])\n"
         "    return Trainer(model=GPT2Model(GPT2Config(**RUN['model'])), args=args, train_dataset=data)\n"
     )
     root = project({"config.py": RUN_TABLE % ("0.1", "0.1"), "sft.py": sft})
-    report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
+    report = lint_folder(root)
     assert report.errors == []
     [finding] = [f for f in report.findings if f.code == "CKPT002"]
     assert (finding.path.rsplit("/", 1)[-1], finding.line, finding.fixes) == ("sft.py", 6, ())

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURES, lint_text
+from conftest import FIXTURES, lint_folder, lint_text
 
 from ckptlint.cli import main
 
@@ -1600,10 +1600,6 @@ def test_peft_hooks_the_inputs_only_of_a_model_already_checkpointed_when_it_wrap
 def test_peft_wraps_a_model_a_builder_returns(project):
     """`get_peft_model(build_backbone(), ...)`: the wrapped class is what the builder (of another file)
     returns; a ViT gets no input hook from transformers 5.x, a Llama does."""
-    from ckptlint.config import Settings
-    from ckptlint.engine import lint
-    from ckptlint.versions import resolve_versions
-
     factory = (
         "from transformers import LlamaConfig, LlamaForCausalLM, ViTConfig, ViTForImageClassification\n\n\n"
         "def build_backbone():\n    return ViTForImageClassification(ViTConfig())\n\n\n"
@@ -1616,7 +1612,7 @@ def test_peft_wraps_a_model_a_builder_returns(project):
     )
     for builder, expected in (("build_backbone", {7}), ("build_text_model", set())):
         root = project({"model_factory.py": factory, "train.py": train.format(builder=builder)})
-        report = lint([str(root)], Settings(), resolve_versions(Settings(), None, "2.13", "5.23"), jobs=1)
+        report = lint_folder(root)
         assert report.errors == []
         assert {f.line for f in report.findings if f.code == "CKPT005"} == expected, builder
 
