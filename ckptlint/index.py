@@ -3462,23 +3462,22 @@ class ProjectIndex:
         return self._imports_text[module]
 
     def imported_by_checkpoint_text(self, module: str) -> bool:
-        """Whether a project module holding checkpoint text, or using a project function that switches
-        transformers checkpointing on (`enable_memory_savings(policy)`) or a class of a module that
-        holds checkpoint text (`policy = ActorCritic(...)`), imports `module` (and may hand it a model)."""
+        """Whether a project module holding checkpoint text, calling a project function that switches
+        transformers checkpointing on (`enable_memory_savings(policy)`), or building a model of a
+        class whose module holds checkpoint text (`policy = ActorCritic(...)`), imports `module`
+        (and may hand it a model)."""
         if self._imported_by_text is None:
             graph = self._import_graph()
             self._imported_by_text = {target for name, targets in graph.items() if self._switches_checkpointing(name) for target in targets}
         return module in self._imported_by_text
 
     def _switches_checkpointing(self, module: str) -> bool:
+        """Holds checkpoint text, calls a function that switches transformers checkpointing on, or
+        builds a whole model (in script code) of a class whose module holds checkpoint text."""
         summary = self.modules[module]
-        return summary.checkpoint_text or any(self._checkpointing_import(self.canonical(target)) for target in summary.imports.values())
-
-    def _checkpointing_import(self, qualname: str) -> bool:
-        defined_in, name = self.split(qualname)
-        if defined_in is None:
-            return False
-        return self.enables_hf_checkpointing(qualname) or (defined_in.checkpoint_text and name in defined_in.classes)
+        if summary.checkpoint_text or any(self.enables_hf_checkpointing(self.canonical(target)) for target in summary.imports.values()):
+            return True
+        return any((split := self.split(self.canonical(built)))[0] is not None and split[0].checkpoint_text for built in summary.models)
 
     def _import_graph(self) -> dict[str, set[str]]:
         """Project module -> the project modules it imports; a package stands for every module in it

@@ -17,7 +17,7 @@ from typing import Iterator, Optional
 
 from ckptlint.config import Settings
 from ckptlint.index import Block, Member, ModuleSummary, ProjectIndex
-from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINERS, HF_TRAINING_ARGUMENTS, KNOWN_APIS, LIGHTNING_MODULES, LIGHTNING_NO_GRAD_STEPS, TRAIN_MODE_EVENTS, TRAINER_STEP_METHODS
+from ckptlint.model.apis import HF_GC_LAYER, HF_TRAINER_CALLBACKS, HF_TRAINERS, HF_TRAINING_ARGUMENTS, KNOWN_APIS, LIGHTNING_MODULES, LIGHTNING_NO_GRAD_STEPS, TRAIN_MODE_EVENTS, TRAINER_STEP_METHODS
 from ckptlint.site_text import SITE_TEXT, at_word_start
 
 # Where autograd may be switched off: a model called there may run a checkpoint for nothing (CKPT008),
@@ -97,7 +97,7 @@ def can_matter(text: str, summary: ModuleSummary, index: ProjectIndex, settings:
     # A helper handed a model by a module that switches checkpointing on may run it without grad,
     # or sample from it (`def sample(policy, ids): return policy.generate(ids)`).
     # So may a Trainer's callback or subclass, handed the model it trains (`compute_loss(model, inputs)`).
-    handed = grad_off or GENERATE_TEXT in text or (_CACHE_WORDS.search(text) is not None and bool(_handed_model_members(summary)))
+    handed = grad_off or GENERATE_TEXT in text or (_CACHE_WORDS.search(text) is not None and bool(_handed_model_members(summary, index)))
     return handed and index.imported_by_checkpoint_text(summary.name)
 
 
@@ -171,11 +171,9 @@ def relevant_source(text: str, summary: ModuleSummary, index: ProjectIndex, sett
         grad_off_lines = [line for line in grad_off_lines if not _in_class(summary.blocks, line)]
     site_lines.extend(grad_off_lines)
     site_lines.extend(_plain_class_grad_off_lines(text, summary, index))
-    site_lines.extend(_callback_event_lines(text, summary, starts))
+    site_lines.extend(_callback_event_lines(text, summary, index, starts))
     if GENERATE_TEXT in text:
-        # A sampling helper handed a model (`def sample(policy, ids): return policy.generate(ids)`).
-        generate_lines = (bisect_right(starts, match.start()) for match in re.finditer(re.escape(GENERATE_TEXT), text))
-        site_lines.extend(line for line in generate_lines if not _in_class(summary.blocks, line))
+        site_lines.extend(_sampling_helper_lines(text, summary.blocks, starts))
     site_lines.extend(bisect_right(starts, offset) for offset in _word_offsets(text, _grad_off_decorator_names(summary, index)))
     needed = _needed_blocks(summary, index, triggers, site_lines)
     # Inside a class, a checkpoint name is spotted by its text.
@@ -202,26 +200,53 @@ def _plain_class_grad_off_lines(text: str, summary: ModuleSummary, index: Projec
     return [line for line in lines if any(b.start <= line <= b.end for b in plain)]
 
 
+# `policy.generate(` in code: a name's call at the start of an expression, not a docstring's `>>> `.
+_SAMPLING_CALL = re.compile(r"^[ \t]+(?!>>>)[^#\n]*?\b(\w+)\.generate\(", re.MULTILINE)
 # Cache keywords a forward call may pass (CKPT004).
 _CACHE_WORDS = re.compile(r"\b(?:use_cache|past_key_values?)\s*=")
 
 
-def _handed_model_members(summary: ModuleSummary) -> list[Member]:
-    """Methods a Trainer calls with the model it trains: a callback's train-time events, a subclass's steps."""
-    return [member for block in summary.blocks for member in block.members if member.name in TRAIN_MODE_EVENTS or member.name in TRAINER_STEP_METHODS]
+def _handed_model_members(summary: ModuleSummary, index: ProjectIndex) -> list[Member]:
+    """Methods a Trainer calls with the model it trains: a callback's train-time events, a subclass's
+    steps (of a class deriving from transformers' own: the Trainer's own steps are library code)."""
+    found = []
+    for block in summary.blocks:
+        events = [m for m in block.members if m.name in TRAIN_MODE_EVENTS or m.name in TRAINER_STEP_METHODS]
+        if events and block.definition and _derives_from_trainer_api(index, f"{summary.name}.{block.binds}"):
+            found.extend(events)
+    return found
 
 
-def _callback_event_lines(text: str, summary: ModuleSummary, starts: list[int]) -> list[int]:
+def _derives_from_trainer_api(index: ProjectIndex, qualname: str) -> bool:
+    bases = HF_TRAINERS | HF_TRAINER_CALLBACKS
+    return qualname not in bases and index.is_subclass(qualname, bases)
+
+
+def _callback_event_lines(text: str, summary: ModuleSummary, index: ProjectIndex, starts: list[int]) -> list[int]:
     """Lines sampling from a model, passing it cache keywords, or switching grad off, in a method a
     Trainer calls with the model it trains (`on_step_end`, `compute_loss`), in train mode
     (`caller_modes.handed_generates`, `grad_free.grad_free_checkpoints`)."""
-    events = _handed_model_members(summary)
+    events = _handed_model_members(summary, index)
     if not events:
         return []
     offsets = [match.start() for match in re.finditer(re.escape(GENERATE_TEXT), text)] + list(_grad_off_offsets(text))
     offsets += [match.start() for match in _CACHE_WORDS.finditer(text)]
     lines = [bisect_right(starts, offset) for offset in offsets]
     return [line for line in lines if any(member.start <= line <= member.end for member in events)]
+
+
+def _sampling_helper_lines(text: str, blocks: list[Block], starts: list[int]) -> Iterator[int]:
+    """Lines of a top-level function sampling from a model it is handed (`def sample(policy, ids):
+    return policy.generate(ids)`): the `.generate(` of one of its parameters, as its header spells
+    them (not the examples in docstrings, nor a library's own generation code)."""
+    for match in _SAMPLING_CALL.finditer(text):
+        line = bisect_right(starts, match.start(1))
+        block = next((b for b in blocks if b.definition and not b.members and b.start <= line <= b.end), None)
+        if block is None:
+            continue
+        header = text[starts[block.start - 1] : text.find(":\n", starts[block.start - 1])]
+        if re.search(rf"[(,\s]{match.group(1)}\s*[,:=)]", header):
+            yield line
 
 
 def _in_class(blocks: list[Block], line: int) -> bool:

@@ -81,6 +81,7 @@ HF_TRAINING_ARGUMENTS = frozenset(
     }
 )
 HF_TRAINERS = frozenset({"transformers.Trainer", "transformers.Seq2SeqTrainer", "transformers.trainer.Trainer", "trl.SFTTrainer"})
+HF_TRAINER_CALLBACKS = frozenset({"transformers.TrainerCallback", "transformers.trainer_callback.TrainerCallback"})
 # The TrainerCallback events a Trainer calls with its model in train mode, checkpointing on when its
 # arguments switch it on, whatever the evaluation strategy (measured with transformers 5.23; the
 # others may follow an evaluation, which leaves the model in eval mode).
