@@ -284,3 +284,11 @@ def test_a_trainer_subclass_step_gets_the_model_it_trains(method, body, flag, ex
     assert {f.line for f in report.findings if f.code == "CKPT004"} == expected
     for finding in (f for f in report.findings if f.code == "CKPT004"):
         assert f"a Trainer that trains with checkpointing on and calls its `{method}` with the model in train mode" in finding.message
+
+
+def test_the_model_taken_from_the_keywords_under_any_local_name():
+    """`policy = kwargs["model"]`: the local's name does not matter (a renamed local found nothing)."""
+    events = "    def on_epoch_begin(self, args, state, control, **kwargs):\n        policy = kwargs['model']\n        return policy.generate(self.prompts)\n"
+    main = f"    Trainer(model=model, args={ARGS}, callbacks=[Sampler(prompts)]).train()\n"
+    report = lint_text(CALLBACKS.format(events=events, main=main))
+    assert [f.line for f in report.findings if f.code == "CKPT004"] == [11]

@@ -106,8 +106,11 @@ class TrainingScriptFacts:
         nothing here switches: its callers' mode and checkpointing decide (`caller_modes.handed_generates`)."""
         scope = self.scope
         value = self.lookup(name)
-        if scope.kind == "function" and name not in scope.modes_touched and isinstance(value, Param) and value.function == scope.qualname and value.name == name:
-            self.parameter_generates.append(ParameterGenerate(node, name, scope.qualname, name, kind))
+        if not (scope.kind == "function" and name not in scope.modes_touched and isinstance(value, Param) and value.function == scope.qualname):
+            return
+        # The parameter itself, or a keyword taken from its `**kwargs` (`policy = kwargs["model"]`).
+        if value.name == name or (scope.facts is not None and value.name not in scope.facts.params):
+            self.parameter_generates.append(ParameterGenerate(node, name, scope.qualname, value.name, kind))
 
     def spell_cache(self, model: str, node: cst.CSTNode, kind: str, on_config: bool = True) -> None:
         """Caching spelled for `model` (`on_config`: on its config, which a later `use_cache = False`
