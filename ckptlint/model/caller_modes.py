@@ -44,11 +44,15 @@ def _handed_generate(model: "FileModel", resolver: "Resolver", generate: "Parame
     return None
 
 
+def one_line(node: cst.CSTNode) -> str:
+    """A call spelled over several lines as `TrainingArguments(...)`; anything else as written."""
+    text = code(node)
+    return f"{code(node.func)}(...)" if "\n" in text and isinstance(node, cst.Call) else text
+
+
 def through_trainer(record: "CallRecord", caller: str) -> str:
     """How a Trainer's call of a callback's event or of a subclass's step method hands the model over."""
-    spelled = code(record.node)
-    if "\n" in spelled and isinstance(record.node, cst.Call):
-        spelled = f"{code(record.node.func)}(...)"
+    spelled = one_line(record.node)
     if record.event in TRAINER_STEP_METHODS:
         return f"{caller} builds `{spelled}`, a Trainer that trains with checkpointing on and calls its `{record.event}` with the model in train mode"
     return f"{caller} hands `{spelled}` to a Trainer that trains with checkpointing on and calls its `{record.event}` with the model in train mode"

@@ -16,9 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Iterator, Optional
 
-import libcst as cst
 
-from ckptlint.model.caller_modes import through_trainer
+from ckptlint.model.caller_modes import one_line, through_trainer
 from ckptlint.model.construction import Context
 from ckptlint.model.regions import RegionPart, region_of
 from ckptlint.model.sites import ApiKind, CheckpointSite, GradFreeCall, ModelState
@@ -115,7 +114,7 @@ def _reached(model: "FileModel", resolver: "Resolver", value: Value, state: Mode
     if state.checkpointing is not None and not parts and state.training is True:
         return (
             f"transformers checkpoints the layers of `{spelled}` whenever it is training (checkpointing switched on by "
-            f"`{_spelled_short(state.checkpointing)}`), whether or not grad is on"
+            f"`{one_line(state.checkpointing)}`), whether or not grad is on"
         )
     return None
 
@@ -167,12 +166,6 @@ def _flag_set(index: "ProjectIndex", owner: str, attr: str, built_with: Optional
         return False
     given = built_with.get(f"{binding.param}.{field}" if field else binding.param)
     return given is not None and bool(given.value)
-
-
-def _spelled_short(node: "cst.CSTNode") -> str:
-    """A call spelled over several lines as `TrainingArguments(...)`; anything else as written."""
-    text = code(node)
-    return f"{code(node.func)}(...)" if "\n" in text and isinstance(node, cst.Call) else text
 
 
 def _short(qualname: str) -> str:
