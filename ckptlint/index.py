@@ -3163,6 +3163,8 @@ class ProjectIndex:
             self._wrapped = {}
             for module in sorted(self.modules.values(), key=lambda m: m.path):
                 for wrap in module.activation_wraps:
+                    if wrap.impl_param:
+                        wrap = self._chosen_impl(f"{module.name}.{wrap.impl_function}", wrap)
                     if wrap.held:
                         self._held_wraps.setdefault((self.canonical(wrap.owner), wrap.attr), []).append((module.path, wrap))
                         continue
@@ -3182,6 +3184,26 @@ class ProjectIndex:
                     if wrap is not None:
                         self._wrapped.setdefault(self.canonical(decorated["class"]), []).append((module.path, wrap))
         return self._wrapped.get(class_qualname, [])
+
+    def _chosen_impl(self, function: str, wrap: ActivationWrap) -> ActivationWrap:
+        """A wrap whose `checkpoint_impl` is a table entry keyed by a parameter of `function`: in the
+        mode of the key every project call of `function` passes (the default where a call passes
+        none); unchanged (mode unknown) without calls, or when they disagree or pass another value."""
+        slots = (wrap.impl_param, str(wrap.impl_position)) if wrap.impl_position >= 0 else (wrap.impl_param,)
+        keys: set[Optional[str]] = set()
+        for _, step in self._calls_handing(function):
+            handed = json.loads(step.passed) if step.passed else {}
+            given = None if "*" in handed else next((handed[slot] for slot in slots if slot in handed), wrap.impl_default)
+            keys.add(given if isinstance(given, str) else None)  # None: a key the analysis cannot tell
+        if len(keys) != 1:
+            return wrap
+        key = keys.pop()
+        reentrant = wrap.impl_keys.get(key) if key is not None else None
+        if reentrant is None:
+            return wrap
+        impl = "CheckpointImpl.REENTRANT" if reentrant else "CheckpointImpl.NO_REENTRANT"
+        how = f"the key every call of `{wrap.impl_function}` passes" if key != wrap.impl_default else f"`{wrap.impl_param}`'s default, which no call of `{wrap.impl_function}` changes"
+        return replace(wrap, reentrant=reentrant, packs_keywords=reentrant, impl=f"{impl} ({wrap.impl} with {wrap.impl_param}={key!r}, {how})")
 
     def _decorator_wrap(self, decorator: str, line: int) -> Optional[ActivationWrap]:
         """A `forward` decorated (at `line`) with a project decorator that checkpoints it: every call

@@ -12,7 +12,7 @@ at module level is read; anything else is not recorded, so it makes no site.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ckptlint.model.apis import APPLY_ACTIVATION_CHECKPOINTING, CHECKPOINT_IMPL_REENTRANT, CHECKPOINT_WRAPPER, WRAP_POLICY_CLASSES
@@ -56,6 +56,14 @@ class ActivationWrap:
     class_position: int = -1
     # The wrapper checkpoints only in training (a decorator's `if self.training:`).
     training_only: bool = False
+    # `checkpoint_impl=AC_IMPL[impl]`, `impl` a parameter of the top-level `impl_function`: the mode
+    # of each key of the table (None: not an impl the analysis knows); the key is the one the
+    # callers pass, or `impl_default` when they pass none.
+    impl_function: str = ""
+    impl_param: str = ""
+    impl_position: int = -1
+    impl_default: Optional[str] = None
+    impl_keys: dict[str, Optional[bool]] = field(default_factory=dict)
 
     def describe(self) -> str:
         if self.how.startswith("the decorator"):
@@ -102,6 +110,7 @@ class _Finder(ast.NodeVisitor):
         arguments = function.args if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
         self.positional = [a.arg for a in (*arguments.posonlyargs, *arguments.args)] if arguments else []
         self.params = frozenset([*self.positional, *(a.arg for a in arguments.kwonlyargs)]) if arguments else frozenset()
+        self.arguments = arguments
         self.elements: dict[str, ast.AST] = {}  # loop target -> the sequence it walks
 
     def visit_body(self, body: list[ast.stmt]) -> None:
@@ -227,10 +236,37 @@ class _Finder(ast.NodeVisitor):
         `args` after the module; None when `func` is not one."""
         func = self.resolve(func)
         if isinstance(func, ast.Call) and self.qualify(func.func) == _PARTIAL and len(func.args) == 1 and self.qualify(func.args[0]) == CHECKPOINT_WRAPPER:
-            return _mode({**_keywords(func.keywords), **_keywords(keywords)}, args, self.qualify, spread=_spreads(func.keywords, keywords))
+            return self.chosen_mode({**_keywords(func.keywords), **_keywords(keywords)}, args, _spreads(func.keywords, keywords))
         if self.qualify(func) == CHECKPOINT_WRAPPER:
-            return _mode(_keywords(keywords), args, self.qualify, spread=_spreads(keywords))
+            return self.chosen_mode(_keywords(keywords), args, _spreads(keywords))
         return None
+
+    def chosen_mode(self, keywords: dict[str, ast.expr], args: list[ast.expr], spread: bool) -> dict:
+        """`_mode`, with a `checkpoint_impl` looked up in a module-level table of impls (`AC_IMPL[key]`)
+        replaced by the entry a literal key picks; a key held by a parameter of this top-level
+        function leaves the mode to the key its callers pass (`ActivationWrap.impl_keys`)."""
+        impl = keywords.get("checkpoint_impl", args[0] if args else None)
+        table = self.resolve(impl.value) if isinstance(impl, ast.Subscript) else None
+        if not isinstance(table, ast.Dict) or not all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in table.keys):
+            return _mode(keywords, args, self.qualify, spread=spread)
+        entries: dict[str, ast.expr] = {k.value: v for k, v in zip(table.keys, table.values)}  # type: ignore[union-attr]
+        key = impl.slice  # type: ignore[union-attr]
+        if isinstance(key, ast.Constant) and key.value in entries:
+            return _mode({**keywords, "checkpoint_impl": entries[key.value]}, args, self.qualify, spread=spread)
+        chosen = {name: _mode({**keywords, "checkpoint_impl": entry}, args, self.qualify, spread=spread) for name, entry in entries.items()}
+        mode = _mode(keywords, args, self.qualify, spread=spread)
+        if not (isinstance(key, ast.Name) and key.id in self.params and key.id not in self.names and key.id not in self.elements):
+            return mode
+        default = _parameter_default(self.arguments, key.id)
+        return {
+            **mode,
+            "impl": f"`{ast.unparse(impl)}`",  # type: ignore[arg-type]
+            "impl_function": self.function,
+            "impl_param": key.id,
+            "impl_position": self.positional.index(key.id) if key.id in self.positional else -1,
+            "impl_default": default,
+            "impl_keys": {name: found["reentrant"] for name, found in chosen.items()},
+        }
 
     def policy_classes(self, policy: ast.AST) -> tuple[str, ...]:
         """`ModuleWrapPolicy({Block})`, `partial(transformer_auto_wrap_policy, transformer_layer_cls={Block})`."""
@@ -339,6 +375,16 @@ def _selection_test(check: ast.AST, bound: dict[str, ast.AST]) -> Optional[tuple
     if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None or not free:
         return None
     return body[0].value, free[0]
+
+
+def _parameter_default(arguments: Optional[ast.arguments], name: str) -> Optional[str]:
+    """The literal string default of the parameter `name`, if it has one."""
+    if arguments is None:
+        return None
+    positional = [*arguments.posonlyargs, *arguments.args]
+    pairs = [*zip(positional[len(positional) - len(arguments.defaults) :], arguments.defaults), *zip(arguments.kwonlyargs, arguments.kw_defaults)]
+    default = next((d for a, d in pairs if a.arg == name), None)
+    return default.value if isinstance(default, ast.Constant) and isinstance(default.value, str) else None
 
 
 def _keywords(keywords: list[ast.keyword]) -> dict[str, ast.expr]:

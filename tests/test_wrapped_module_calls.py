@@ -494,3 +494,47 @@ def test_a_forward_decorated_with_a_checkpointing_decorator_makes_its_calls_site
     assert findings(report) == expected
     if expected:
         assert "`@checkpointed`" in report["findings"][0]["message"], report["findings"][0]["message"]
+
+
+IMPL_TABLE_HELPER = """\
+import functools
+
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper
+
+from pkg.model import Block
+
+AC_IMPL = {"reentrant": CheckpointImpl.REENTRANT, "no_reentrant": CheckpointImpl.NO_REENTRANT}
+
+
+def checkpoint_layers(model, impl="reentrant"):
+    wrapper = functools.partial(checkpoint_wrapper, checkpoint_impl=AC_IMPL[impl])
+    apply_activation_checkpointing(model, checkpoint_wrapper_fn=wrapper, check_fn=lambda m: isinstance(m, Block))
+    return model
+"""
+
+
+@pytest.mark.parametrize(
+    "change, caller, expected",
+    [
+        ("", "model = checkpoint_layers(Net())", [("pkg/model.py", 20, "CKPT001")]),  # every call keeps the default
+        ("", "model = checkpoint_layers(Net(), 'reentrant')", [("pkg/model.py", 20, "CKPT001")]),
+        ("", "model = checkpoint_layers(Net(), impl='reentrant')", [("pkg/model.py", 20, "CKPT001")]),
+        ("AC_IMPL[impl]", "model = checkpoint_layers(Net())", [("pkg/model.py", 20, "CKPT001")]),  # unchanged spelling
+        ('AC_IMPL["reentrant"]', "model = checkpoint_layers(Net(), 'no_reentrant')", [("pkg/model.py", 20, "CKPT001")]),
+        ("", "model = checkpoint_layers(Net(), 'no_reentrant')", []),
+        ("", "model = checkpoint_layers(Net(), impl='no_reentrant')", []),
+        ("", "model = checkpoint_layers(Net(), pick_impl())", []),  # an impl the analysis cannot tell
+        ("", "a = checkpoint_layers(Net())\nb = checkpoint_layers(Net(), 'no_reentrant')", []),  # the callers disagree
+        ('AC_IMPL["no_reentrant"]', "model = checkpoint_layers(Net())", []),
+        ("AC_IMPL[pick_impl()]", "model = checkpoint_layers(Net())", []),
+    ],
+)
+def test_a_checkpoint_impl_looked_up_in_a_table_by_a_parameter_takes_the_callers_key(project, change, caller, expected):
+    """`checkpoint_impl=AC_IMPL[impl]` with a module-level table: a literal key picks its entry, a
+    parameter the key its callers pass (or its default, when none passes one); callers that
+    disagree, or a key the analysis cannot tell, leave the mode unknown."""
+    helper = IMPL_TABLE_HELPER.replace("AC_IMPL[impl])", f"{change})") if change else IMPL_TABLE_HELPER
+    helper = helper.replace("from pkg.model import Block", "from pkg.model import Block\nfrom pkg.io import pick_impl")
+    train = "from pkg.ac import checkpoint_layers\nfrom pkg.model import Net\nfrom pkg.io import pick_impl\n\n" + caller + "\n"
+    project({"pkg/__init__.py": "", "pkg/io.py": "def pick_impl():\n    pass\n", "pkg/model.py": MODEL, "pkg/ac.py": helper, "train.py": train})
+    assert findings(check()) == expected
