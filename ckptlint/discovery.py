@@ -7,7 +7,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Sequence, Tuple
 
 from ckptlint.cache import TAG_NAME, is_tagged
 
@@ -47,6 +47,11 @@ def discover(paths: Sequence[str], settings: Settings, listing: Optional[Listing
         elif not (settings.force_exclude and walker.excluded(path)):
             found.add(path)
     return Discovery(files=[Path(p) for p in _sorted_paths(found)], missing=missing, unreadable=walker.unreadable)
+
+
+def excluded_by(settings: Settings) -> Callable[[str], bool]:
+    """Whether the settings' exclude patterns leave a file (or a folder above it) out of the project."""
+    return _Walker(settings).excluded
 
 
 def project_paths(root: str, settings: Settings, listing: Optional[Listing] = None) -> list[str]:

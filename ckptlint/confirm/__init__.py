@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 from ckptlint import notebooks
 from ckptlint.confirm import targets, usage
 from ckptlint.confirm.registry import example
+from ckptlint.discovery import excluded_by
 from ckptlint.findings import COULD_NOT_RUN, NEEDS_EXAMPLE, NEEDS_PACKAGE, NOT_REPRODUCED, Confirmation, Finding, LintReport
 from ckptlint.versions import AssumedVersion, LibraryVersions, parse_version, transformers_default_reentrant
 
@@ -56,7 +57,25 @@ def confirm(
     `sources`: path -> text that was linted instead of the file (stdin), and is what runs;
     `versions`: what the findings were linted for (a run on a transformers whose checkpointing
     defaults differ cannot show a finding about them); `relint`: the same lint for other versions
-    (a finding it does not give for the installed transformers cannot be shown here either)."""
+    (a finding it does not give for the installed transformers cannot be shown here either). Files
+    the settings exclude are never run (a scratch script's main does not stand for the project)."""
+    excluded = excluded_by(settings) if settings is not None else (lambda path: False)
+    with usage.excluding(excluded):
+        return _confirm(report, settings, examples, timeout, device, jobs, memory_gb, sources, versions, relint)
+
+
+def _confirm(
+    report: LintReport,
+    settings: Optional["Settings"],
+    examples: Sequence[str],
+    timeout: float,
+    device: str,
+    jobs: Optional[int],
+    memory_gb: Optional[float],
+    sources: Optional[Mapping[str, str]],
+    versions: Optional[LibraryVersions],
+    relint: Optional[Callable[[LibraryVersions], LintReport]],
+) -> dict[Finding, Confirmation]:
     from ckptlint.confirm import pool
 
     example_files = tuple(os.path.abspath(e) for e in (*examples, *(settings.confirm_examples if settings else ())))

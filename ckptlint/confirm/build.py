@@ -539,7 +539,7 @@ def _constructor(
             continue
         # A builder function of the file sets the model up itself; any other build gets the
         # project's own setup of a fresh instance replayed.
-        replay = _SetupReplay(module, setup) if index >= len(builders) and setup else None
+        replay = _SetupReplay(_setup_module(module, setup), setup) if index >= len(builders) and setup else None
 
         def construct(build: Callable[[], nn.Module] = build, replay: Optional[_SetupReplay] = replay) -> nn.Module:
             return (replay.apply(build()) if replay else build()).to(device)
@@ -560,13 +560,21 @@ def _constructor(
     raise CannotRun(_with_errors(reason, example_errors), NEEDS_EXAMPLE, example)
 
 
+def _setup_module(module: types.ModuleType, setup: dict[str, Any]) -> types.ModuleType:
+    """The module whose namespace the setup statements read: the target's, or the other file's that
+    runs them (only its definitions, when it is a flat script)."""
+    path = setup.get("path")
+    return import_file(path, definitions_only=usage.flat_script(path)) if path else module
+
+
 class _SetupReplay:
-    """The statements the target's file runs on a fresh instance (usage.Usage.setup), run again on
-    the model --confirm builds, in the file's namespace. A statement that fails here (it loads a
+    """The statements the target's file (or another file) runs on a fresh instance (usage.Usage.setup),
+    run again on the model --confirm builds, in that file's namespace. A statement that fails here (it loads a
     checkpoint file) is skipped, and the evidence says so."""
 
     def __init__(self, module: types.ModuleType, setup: dict[str, Any]) -> None:
         self.module, self.variable, self.statements = module, setup["variable"], setup["statements"]
+        self.by = f"{os.path.basename(setup['path'])}'s" if setup.get("path") else "the project's"
         self.failed: dict[int, str] = {}  # line -> why its statement was skipped
 
     def apply(self, model: nn.Module) -> nn.Module:
@@ -584,7 +592,7 @@ class _SetupReplay:
     def shown(self) -> str:
         ran = [f"`{s['code']}` (line {s['line']})" for s in self.statements if s["line"] not in self.failed]
         skipped = [f"`{s['code']}` (line {s['line']}: {self.failed[s['line']]})" for s in self.statements if s["line"] in self.failed]
-        text = f", then the project's setup of `{self.variable}`: " + ", ".join(ran) if ran else ""
+        text = f", then {self.by} setup of `{self.variable}`: " + ", ".join(ran) if ran else ""
         return text + ("; skipped, failing here: " + ", ".join(skipped) if skipped else "")
 
 

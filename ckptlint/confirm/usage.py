@@ -15,10 +15,11 @@ import ast
 import builtins
 import os
 import stat
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from ckptlint.index import hf_enables, might_switch_hf_checkpointing
 from ckptlint.names import module_name_for
@@ -40,8 +41,9 @@ class Usage:
     function_arguments: dict[str, dict[str, Any]] = field(default_factory=dict)  # parameter -> {"class": name, "kwargs": {...}}
     main: str = ""  # "block" (an `if __name__ == "__main__":` block) or "function" (a `main()`) that reaches the target
     main_path: str = ""  # the file of that main, when it is not the target's own
-    # What the target's own file does to an instance right after building it (freezing, switching
-    # checkpointing on): {"variable": name, "statements": [{"line": n, "code": text}]}.
+    # What the target's own file (else the first other file that builds one: "path") does to an
+    # instance right after building it (freezing, switching checkpointing on):
+    # {"variable": name, "statements": [{"line": n, "code": text}], "path": file}.
     setup: dict[str, Any] = field(default_factory=dict)
     # The callbacks of the Lightning Trainer that fits an instance in the target's own file, as the
     # index links them (`index.fitted_callbacks`): [[constructor, arguments], ...].
@@ -64,10 +66,27 @@ class Usage:
         }
 
 
+# The files the settings exclude: not the project's code to read or run (a scratch script's main).
+_excluded: Callable[[str], bool] = lambda path: False
+
+
+@contextmanager
+def excluding(excluded: Callable[[str], bool]) -> Iterator[None]:
+    """Leave the files `excluded` accepts out of `project_files` while the block runs."""
+    global _excluded
+    previous, _excluded = _excluded, excluded
+    try:
+        yield
+    finally:
+        _excluded = previous
+
+
 def project_files(path: str, root: Optional[str] = None) -> list[str]:
     """Python files of the project around `path`: its folder and the working directory, recursively
-    (without virtualenvs, build output and caches), at most MAX_FILES."""
-    return list(dict.fromkeys([os.path.abspath(path), *_files_under(os.path.dirname(os.path.abspath(path)), os.path.abspath(root or os.getcwd()))]))
+    (without virtualenvs, build output, caches and excluded files), at most MAX_FILES."""
+    own = os.path.abspath(path)
+    around = _files_under(os.path.dirname(own), os.path.abspath(root or os.getcwd()))
+    return list(dict.fromkeys([own, *(file for file in around if not _excluded(file))]))
 
 
 @lru_cache(maxsize=64)
@@ -133,8 +152,11 @@ def usage_of(name: str, path: str, files: Sequence[str], tree: Optional[ast.Modu
         for scope in _scopes(module):
             _scan_scope(scope, name, set(constructs), usage, dict(globals_))
         usage.built_into += [f"{holder} ({os.path.basename(file)})" for holder in _module_classes_building(module, name)]
-        if os.path.abspath(file) == own and not usage.setup:
-            usage.setup = _setup(module, name)
+        if not usage.setup:
+            # The target's own file (it comes first), else the first other file that sets up a new
+            # instance (`path`: its statements run in that file's namespace).
+            found = _setup(module, name)
+            usage.setup = {**found, "path": os.path.abspath(file)} if found and os.path.abspath(file) != own else found
         if os.path.abspath(file) == own:
             source = text_of(file) if tree is None else ast.unparse(module)
             usage.callbacks = _fitted_callbacks(source, own, name) if "callbacks" in source else []
@@ -326,9 +348,11 @@ _NOT_SETUP_CALLS = frozenset({"backward", "step", "fit", "train", "generate", "s
 def _setup(module: ast.Module, name: str) -> dict[str, Any]:
     """The statements that follow the first `variable = name(...)` of the file and only touch that
     instance and module-level names: `mark_only_lora_trainable(model)`, `model.embed.requires_grad_(False)`,
-    `for p in model.encoder.parameters(): p.requires_grad = False`, `model = get_peft_model(model, ...)`.
-    Replayed on the model --confirm builds; anything reading the script's other locals (data,
-    command-line arguments, optimizers) is not."""
+    `for p in model.encoder.parameters(): p.requires_grad = False`, `model = get_peft_model(model, ...)`,
+    with the locals they read when those are computed from module-level names only (`vectors =
+    torch.randn(128, 32)` before `load_static_vectors(model, vectors)`). Replayed on the model
+    --confirm builds; anything reading the script's other locals (data, command-line arguments,
+    optimizers) is not."""
     bound = set(dir(builtins)) | {"__name__", "__file__"}
     for statement in module.body:
         bound |= _bound_by(statement)
@@ -339,16 +363,32 @@ def _setup(module: ast.Module, name: str) -> dict[str, Any]:
             if not (isinstance(statement.value, ast.Call) and _called_name(statement.value) == name):
                 continue
             variable = statement.targets[0].id
-            found = []
+            found: list[dict[str, Any]] = []
+            prepared: dict[str, ast.stmt] = {}  # local -> the statement computing it from module-level names
             for following in body[index + 1:]:
-                if not _is_setup(following, variable, bound):
+                if not _is_setup(following, variable, bound | prepared.keys()):
                     if variable in _bound_by(following):
                         break  # rebound to something else: what follows is about another object
+                    if _prepares(following, bound):
+                        prepared.update((local, following) for local in _bound_by(following))
                     continue
+                read = {n.id for n in ast.walk(following) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+                for needed in dict.fromkeys(prepared[local] for local in sorted(read & prepared.keys(), key=lambda n: prepared[n].lineno)):
+                    if all(s["line"] != needed.lineno for s in found):
+                        found.append({"line": needed.lineno, "code": ast.unparse(needed)})
                 found.append({"line": following.lineno, "code": ast.unparse(following)})
             if found:
                 return {"variable": variable, "statements": found}
     return {}
+
+
+def _prepares(statement: ast.stmt, bound: set[str]) -> bool:
+    """`vectors = torch.randn(128, 32)`: a plain assignment of locals computed from module-level
+    names only, which neither trains nor saves."""
+    if not (isinstance(statement, ast.Assign) and all(isinstance(t, ast.Name) for t in statement.targets)):
+        return False
+    loaded = {n.id for n in ast.walk(statement.value) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return not loaded - bound and not any(isinstance(n, ast.Call) and _called_name(n) in _NOT_SETUP_CALLS for n in ast.walk(statement))
 
 
 def _statement_lists(body: list[ast.stmt]) -> Iterator[list[ast.stmt]]:

@@ -415,3 +415,77 @@ def test_a_finding_in_a_class_that_holds_the_model_runs_the_model_its_main_left(
     evidence = finding["confirmation"]["evidence"]
     assert finding["confirmation"]["verdict"] == "confirmed", evidence
     assert any(line.startswith("ran `ft.model` (Qwen2ForCausalLM) as the file's main left it, where it stopped (it ended)") for line in evidence), evidence
+
+
+def test_an_excluded_script_is_not_the_main_that_confirm_runs(tmp_path, monkeypatch):
+    """Files the settings exclude are not the project's code to run: a scratch script that builds
+    the model without checkpointing sorts first, but the training script's main is what runs."""
+    (tmp_path / "encoder.py").write_text(
+        "from functools import partial\n\n"
+        "import torch\n"
+        "from torch import nn\n"
+        "from torch.utils.checkpoint import checkpoint\n\n\n"
+        "class Encoder(nn.Module):\n"
+        "    def __init__(self, use_checkpoint=False):\n"
+        "        super().__init__()\n"
+        "        self.pos = nn.Linear(4, 4)\n"
+        "        self.blocks = nn.ModuleList(nn.Linear(4, 4) for _ in range(2))\n"
+        "        self.use_checkpoint = use_checkpoint\n\n"
+        "    def forward(self, x):\n"
+        "        pos = self.pos(x)\n"
+        "        for blk in self.blocks:\n"
+        "            fn = partial(lambda h, pos, blk=blk: blk(h) + pos, pos=pos)\n"
+        "            x = checkpoint(fn, x, use_reentrant=True) if self.use_checkpoint and self.training else fn(x)\n"
+        "        return x\n"
+    )
+    main = "import torch\n\nfrom encoder import Encoder\n\nif __name__ == '__main__':\n    enc = Encoder({flag}).train()\n    enc(torch.randn(2, 4)).sum().backward()\n"
+    (tmp_path / "_scratch.py").write_text(main.format(flag=""))
+    (tmp_path / "train.py").write_text(main.format(flag="use_checkpoint=True"))
+    finding = only_finding_confirmed(tmp_path, monkeypatch, "--select", "CKPT003", "--extend-exclude", "_scratch.py")
+    evidence = "; ".join(finding["confirmation"]["evidence"])
+    assert finding["confirmation"]["verdict"] == "confirmed", evidence
+    assert "train.py" in evidence and "_scratch.py" not in evidence, evidence
+
+
+def test_the_setup_another_file_runs_on_a_new_instance_is_replayed(tmp_path, monkeypatch):
+    """The training script builds the model, then a helper of a third file freezes its embedding with
+    a table it computes first: --confirm replays both statements on the model it builds, in the
+    script's namespace, so the reentrant checkpoint behind the frozen embedding loses its grads."""
+    (tmp_path / "modeling.py").write_text(
+        "from torch import nn\n"
+        "from torch.utils.checkpoint import checkpoint\n\n\n"
+        "class Tagger(nn.Module):\n"
+        "    def __init__(self, vocab=16, dim=8):\n"
+        "        super().__init__()\n"
+        "        self.embed = nn.Embedding(vocab, dim)\n"
+        "        self.blocks = nn.ModuleList(nn.Linear(dim, dim) for _ in range(2))\n"
+        "        self.head = nn.Linear(dim, 3)\n\n"
+        "    def forward(self, input_ids):\n"
+        "        h = self.embed(input_ids)\n"
+        "        for blk in self.blocks:\n"
+        "            h = checkpoint(blk, h, use_reentrant=True)\n"
+        "        return self.head(h)\n"
+    )
+    (tmp_path / "embeddings.py").write_text(
+        "import torch\n\n\n"
+        "def load_static_vectors(model, table):\n"
+        "    with torch.no_grad():\n"
+        "        model.embed.weight.copy_(table)\n"
+        "    model.embed.weight.requires_grad = False\n"
+        "    return model\n"
+    )
+    (tmp_path / "run.py").write_text(
+        "import torch\n\n"
+        "from embeddings import load_static_vectors\n"
+        "from modeling import Tagger\n\n\n"
+        "def build(steps):\n"
+        "    model = Tagger()\n"
+        "    vectors = torch.randn(16, 8)\n"
+        "    model = load_static_vectors(model, vectors)\n"
+        "    return model, torch.optim.SGD(model.parameters(), lr=0.1), steps\n"
+    )
+    finding = only_finding_confirmed(tmp_path, monkeypatch, "--select", "CKPT005")
+    assert (finding["path"], finding["code"]) == ("modeling.py", "CKPT005"), finding
+    evidence = "; ".join(finding["confirmation"]["evidence"])
+    assert finding["confirmation"]["verdict"] == "confirmed", evidence
+    assert "vectors = torch.randn(16, 8)" in evidence and "load_static_vectors(model, vectors)" in evidence and "run.py" in evidence, evidence
