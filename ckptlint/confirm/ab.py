@@ -248,7 +248,7 @@ class _Recorder:
             by_library=os.path.abspath(caller).startswith(_library_dirs()) and not caller.startswith("<"),
         )
         self.outcome.calls.append(record)
-        self.modules.append(_module_id(function))
+        self.modules.append(_module_id(function, positional))
         return record
 
     def _path_of(self, code: Any) -> Optional[str]:
@@ -324,12 +324,17 @@ class _Recorder:
         return apply
 
 
-def _module_id(function: Any) -> Optional[int]:
+def _module_id(function: Any, positional: Sequence[Any]) -> Optional[int]:
+    """id() of the module a checkpoint call runs: the function itself, the module it is a bound
+    method of, or the module handed first to a plain function (`checkpoint(forward, self, *args)`
+    in a decorator of `forward`)."""
     while isinstance(function, functools.partial):
         function = function.func
     if isinstance(function, torch.nn.Module):
         return id(function)
     owner = getattr(function, "__self__", None)
+    if owner is None and inspect.isfunction(function) and positional and isinstance(positional[0], torch.nn.Module):
+        owner = positional[0]
     return id(owner) if isinstance(owner, torch.nn.Module) else None
 
 

@@ -53,6 +53,41 @@ class TwoPaths(nn.Module):
         h = self.stem(x)
         b = checkpoint(self.right, h, use_reentrant=True, preserve_rng_state=False)
         return a + b
+
+
+def checkpointed(forward):
+    def wrapper(self, *args):
+        return checkpoint(forward, self, *args, use_reentrant=True)
+
+    return wrapper
+
+
+class DecoratedBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    @checkpointed
+    def forward(self, x):
+        return torch.tanh(self.fc(x))
+
+
+class DecoratedScaled(DecoratedBlock):
+    @checkpointed
+    def forward(self, x):
+        return self.fc(x) * 2
+
+
+class Decorated(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = DecoratedBlock()
+        self.second = DecoratedScaled()
+        self.head = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.first(x)
+        return self.head(self.second(h))
 """
 
 CASES = {
@@ -63,6 +98,8 @@ CASES = {
     ("Scaled", "return self.fc(x) * 2", "CKPT002"): ("not reproduced", "not where the checkpoints of this code can cause it"),
     ("TwoPaths", "h = self.stem(x)", "CKPT001"): ("not reproduced", "not where the checkpoints of this code can cause it"),
     ("TwoPaths", "return a + b", "CKPT001"): ("not reproduced", "no checkpoint call ran at line"),
+    # `checkpoint(forward, self, *args)` in a decorator checkpoints the module handed first.
+    ("Decorated", "h = self.first(x)", "CKPT001"): ("confirmed", "first.fc.weight: grad None with checkpointing"),
 }
 
 
