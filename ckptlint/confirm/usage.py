@@ -83,10 +83,13 @@ def excluding(excluded: Callable[[str], bool]) -> Iterator[None]:
 
 def project_files(path: str, root: Optional[str] = None) -> list[str]:
     """Python files of the project around `path`: its folder and the working directory, recursively
-    (without virtualenvs, build output, caches and excluded files), at most MAX_FILES."""
+    (without virtualenvs, build output, caches, and excluded files unless `path` is one), at most
+    MAX_FILES."""
     own = os.path.abspath(path)
     around = _files_under(os.path.dirname(own), os.path.abspath(root or os.getcwd()))
-    return list(dict.fromkeys([own, *(file for file in around if not _excluded(file))]))
+    # A target named though excluded (`ckptlint fixtures/x.py` with fixtures excluded) keeps its neighbours.
+    kept = around if _excluded(own) else [file for file in around if not _excluded(file)]
+    return list(dict.fromkeys([own, *kept]))
 
 
 @lru_cache(maxsize=64)
@@ -617,6 +620,9 @@ def _reached(tree: ast.Module, body: list[ast.stmt]) -> tuple[set[str], bool]:
                     stack.append(functions[child.id])
             elif isinstance(child, ast.Attribute):
                 names.add(child.attr)
-                trainer = isinstance(child.value, ast.Name) and child.value.id.lower().endswith("trainer")
+                # `trainer.train()`, `self.trainer.train()`, `Trainer(...).train()`, `build_trainer(d).train()`
+                receiver = child.value.func if isinstance(child.value, ast.Call) else child.value
+                named = receiver.id if isinstance(receiver, ast.Name) else receiver.attr if isinstance(receiver, ast.Attribute) else ""
+                trainer = named.lower().endswith("trainer")
                 trains = trains or child.attr in ("backward", "fit") or (child.attr == "train" and trainer)
     return names, trains
