@@ -156,6 +156,11 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
             target = resolve(path, builder.lineno, examples, source)
             if isinstance(target, Target):
                 return replace(target, via=f"{builder.name} builds {top.name}")
+        elif _method_of_no_module(facts, top, chain, registered):
+            # Built elsewhere: the main of another file that trains with it runs the method as training does.
+            kind, main_path = main_elsewhere(top.name, path, facts.tree, project_files(path))
+            if kind:
+                return Target(main_path, "script", SCRIPT, via=f"the main of {os.path.basename(main_path)} uses {top.name}")
         return _class_target(path, facts, top, chain, registered)
     function = top
     assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -328,10 +333,15 @@ def _base_name(base: ast.expr) -> str:
 def _building_function(facts: _FileFacts, cls: ast.ClassDef, chain: list[ast.AST], registered: set[str]) -> Optional[ast.FunctionDef]:
     """For a finding in a method of a class that is no module, with no example for that method:
     the first module-level function of the file that builds an object of the class."""
-    method = chain[1] if len(chain) > 1 else None
-    if not (_no_module(facts, cls) and isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))) or method.name == "__init__" or method.name in registered:
+    if not _method_of_no_module(facts, cls, chain, registered):
         return None
     return next((f for f in facts.functions.values() if cls.name in _called_names(f)), None)
+
+
+def _method_of_no_module(facts: _FileFacts, cls: ast.ClassDef, chain: list[ast.AST], registered: set[str]) -> bool:
+    """The finding is in a method (not `__init__`, with no example) of a class that is no module."""
+    method = chain[1] if len(chain) > 1 else None
+    return _no_module(facts, cls) and isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and method.name != "__init__" and method.name not in registered
 
 
 def _no_module(facts: _FileFacts, cls: ast.ClassDef, depth: int = 0) -> bool:

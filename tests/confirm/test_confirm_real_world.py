@@ -489,3 +489,41 @@ def test_the_setup_another_file_runs_on_a_new_instance_is_replayed(tmp_path, mon
     evidence = "; ".join(finding["confirmation"]["evidence"])
     assert finding["confirmation"]["verdict"] == "confirmed", evidence
     assert "vectors = torch.randn(16, 8)" in evidence and "load_static_vectors(model, vectors)" in evidence and "run.py" in evidence, evidence
+
+
+def test_a_callback_built_in_another_file_runs_through_that_files_main(tmp_path, monkeypatch):
+    """A TrainerCallback whose file neither builds it nor trains: the training script that hands it
+    to the Trainer runs, and the callback's event runs as training calls it."""
+    pytest.importorskip("transformers")
+    (tmp_path / "callbacks.py").write_text(
+        "import torch\n"
+        "from transformers import TrainerCallback\n\n\n"
+        "class HeldOutProbe(TrainerCallback):\n"
+        "    def __init__(self, batch):\n"
+        "        self.batch = batch\n\n"
+        "    def on_step_end(self, args, state, control, model=None, **kwargs):\n"
+        "        with torch.no_grad():\n"
+        "            model(**self.batch)\n"
+    )
+    (tmp_path / "finetune.py").write_text(
+        "import tempfile\n\n"
+        "import torch\n"
+        "from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments\n\n"
+        "from callbacks import HeldOutProbe\n\n\n"
+        "def build_trainer(out_dir):\n"
+        "    ids = torch.randint(0, 64, (4, 8))\n"
+        "    data = [{'input_ids': row, 'labels': row} for row in ids]\n"
+        "    cfg = LlamaConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, vocab_size=64)\n"
+        "    args = TrainingArguments(output_dir=out_dir, per_device_train_batch_size=2, max_steps=1, gradient_checkpointing=True,\n"
+        "                             report_to=[], save_strategy='no', use_cpu=True)\n"
+        "    probe = HeldOutProbe({'input_ids': ids[:2], 'labels': ids[:2]})\n"
+        "    return Trainer(model=LlamaForCausalLM(cfg), args=args, train_dataset=data, callbacks=[probe])\n\n\n"
+        "if __name__ == '__main__':\n"
+        "    with tempfile.TemporaryDirectory() as d:\n"
+        "        build_trainer(d).train()\n"
+    )
+    finding = only_finding_confirmed(tmp_path, monkeypatch, "--select", "CKPT008", "--transformers-version", "5.23")
+    assert (finding["path"], finding["code"]) == ("callbacks.py", "CKPT008"), finding
+    evidence = "; ".join(finding["confirmation"]["evidence"])
+    assert finding["confirmation"]["verdict"] == "confirmed", evidence
+    assert "the main of finetune.py uses HeldOutProbe" in evidence, evidence
