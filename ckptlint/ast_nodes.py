@@ -9,6 +9,9 @@ from typing import Optional, Union
 
 Literal = Union[bool, int, float, str, None]
 
+# A module-level partial's keyword bound to a module-level name (`Alias.keywords`): {CONSTANT_KEY: qualified name}.
+CONSTANT_KEY = "<module-level name>"
+
 
 def literal(node: ast.AST) -> tuple[bool, Literal]:
     """(True, value) for a literal number, string, bool or None (`-1` too); (False, None) otherwise."""

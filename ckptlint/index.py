@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
-from ckptlint.ast_nodes import Literal, frozen_table, in_source_order, literal, nodes, table_freeze
+from ckptlint.ast_nodes import CONSTANT_KEY, Literal, frozen_table, in_source_order, literal, nodes, table_freeze
 from ckptlint.model.apis import (
     AUTOGRAD_FUNCTIONS,
     CHECKPOINT_WRAPPER,
@@ -74,7 +74,8 @@ class AttrBinding:
 
 @dataclass
 class Alias:
-    """Module-level `name = target` or `name = functools.partial(target, kw=literal, ...)`."""
+    """Module-level `name = target` or `name = functools.partial(target, kw=literal, ...)`; a keyword
+    bound to a module-level name holds {CONSTANT_KEY: its qualified name}."""
 
     target: str
     keywords: dict[str, Literal] = field(default_factory=dict)
@@ -1110,9 +1111,11 @@ class _Summarizer:
             keywords = {}
             for kw in value.keywords:
                 known, const = literal(kw.value)
-                if kw.arg is None or not known:
+                named = self.qualify(kw.value) if not known and isinstance(kw.value, (ast.Name, ast.Attribute)) else None
+                if kw.arg is None or not (known or named):
                     return None
-                keywords[kw.arg] = const
+                # A module-level name (`use_reentrant=settings.REENTRANT`): the index resolves it once all modules are read.
+                keywords[kw.arg] = const if known else {CONSTANT_KEY: named}
             return Alias(target, keywords, is_partial=True)
         target = self.qualify(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
         return Alias(target) if target else None

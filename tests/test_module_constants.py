@@ -96,3 +96,38 @@ def test_a_partial_of_checkpoint_imported_from_another_module_is_reported_where_
     document = json.loads(result.stdout)
     assert document["errors"] == [], document["errors"]
     assert {(f["path"], f["line"], f["column"], f["code"]) for f in document["findings"]} == {("model.py", 12, 17, "CKPT002")}
+
+
+@pytest.mark.parametrize(
+    "flag, spelled, expected",
+    [
+        ("True", "settings.CHECKPOINT_REENTRANT", {("model.py", 12, "CKPT003")}),
+        ("True", "CHECKPOINT_REENTRANT", {("model.py", 12, "CKPT003")}),  # `from settings import CHECKPOINT_REENTRANT`
+        ("False", "settings.CHECKPOINT_REENTRANT", set()),
+        ("True\nCHECKPOINT_REENTRANT = False", "settings.CHECKPOINT_REENTRANT", set()),  # bound twice: not a constant
+    ],
+)
+def test_a_partial_of_checkpoint_bound_to_another_modules_constant_takes_its_value(project, flag, spelled, expected):
+    """`checkpoint = partial(torch.utils.checkpoint.checkpoint, use_reentrant=settings.CHECKPOINT_REENTRANT)`
+    in `ckpt.py`: the keyword is the constant's literal wherever the partial is called."""
+    project({
+        "settings.py": f"CHECKPOINT_REENTRANT = {flag}\n",
+        "ckpt.py": "from functools import partial\n\nimport torch.utils.checkpoint\n\nimport settings\n"
+        "from settings import CHECKPOINT_REENTRANT\n\n"
+        f"checkpoint = partial(torch.utils.checkpoint.checkpoint, use_reentrant={spelled})\n",
+        "model.py": "import torch.nn as nn\nfrom ckpt import checkpoint\n\n\n"
+        "class Block(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(8, 8)\n\n"
+        "    def forward(self, x, context=None):\n"
+        "        if self.training:\n"
+        "            return checkpoint(self._forward, x, context=context)\n"
+        "        return self._forward(x, context=context)\n\n"
+        "    def _forward(self, x, context=None):\n"
+        "        return self.fc(x) + context\n",
+    })  # fmt: skip
+    result = CliRunner().invoke(main, [".", "--format", "json", "--no-cache", "--select", "ALL", "--ignore", "CKPT006"])
+    document = json.loads(result.stdout)
+    assert document["errors"] == [], document["errors"]
+    assert {(f["path"], f["line"], f["code"]) for f in document["findings"]} == expected

@@ -10,6 +10,7 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
+from ckptlint.ast_nodes import CONSTANT_KEY
 from ckptlint.model import command_line
 from ckptlint.model.command_line import is_parser
 from ckptlint.model.dataflow import tensor_attribute
@@ -160,7 +161,7 @@ class Evaluation:
         canonical = self.index.canonical(qualname)
         alias = self.index.alias(canonical)
         if alias is not None and alias.is_partial:
-            keywords = {k: Const(v) for k, v in alias.keywords.items()}
+            keywords = {k: self.bound_keyword(v) for k, v in alias.keywords.items()}
             return Partial(self.ref(alias.target), (), keywords, {}, _ELSEWHERE)
         return Ref(canonical)
 
@@ -181,6 +182,14 @@ class Evaluation:
         if name in BUILTINS:
             return Ref(f"builtins.{name}")
         return UNKNOWN
+
+    def bound_keyword(self, bound: object) -> Value:
+        """A keyword of a module-level partial: its literal, or the literal of the module-level
+        constant it names (unknown when that name is no constant)."""
+        if isinstance(bound, dict) and CONSTANT_KEY in bound:
+            found = self.index.constant(self.index.canonical(bound[CONSTANT_KEY]))
+            return Const(found[0]) if found is not None and not isinstance(found[0], (dict, list)) else UNKNOWN  # type: ignore[arg-type]
+        return Const(bound)  # type: ignore[arg-type]
 
     def spelled_here(self, value: Value, node: cst.BaseExpression) -> Value:
         """What a name or attribute spelled at `node` refers to, located in this file: another
