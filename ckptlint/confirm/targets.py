@@ -156,12 +156,14 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
             target = resolve(path, builder.lineno, examples, source)
             if isinstance(target, Target):
                 return replace(target, via=f"{builder.name} builds {top.name}")
-        elif _method_of_no_module(facts, top, chain, registered):
-            # Built elsewhere: the main of another file that trains with it runs the method as training does.
+        found = _class_target(path, facts, top, chain, registered)
+        if (isinstance(found, Unrunnable) or found.kind == "function") and builder is None and _method_of_no_module(facts, top, chain, registered):
+            # Built elsewhere (no module of the project derives from it): the main of another file
+            # that trains with it runs the method as training does.
             kind, main_path = main_elsewhere(top.name, path, facts.tree, project_files(path))
             if kind:
                 return Target(main_path, "script", SCRIPT, via=f"the main of {os.path.basename(main_path)} uses {top.name}")
-        return _class_target(path, facts, top, chain, registered)
+        return found
     function = top
     assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
     required = _required_parameters(function)
