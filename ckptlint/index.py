@@ -335,6 +335,9 @@ class ClassSummary:
     # enable=True): self.grad_checkpointing = enable`): method -> {attr: ["const", bool] or ["param",
     # name, position after self, [default] or []]}, the last assignment of each attribute.
     flag_setters: dict[str, dict[str, list]] = field(default_factory=dict)
+    # `forward` returns a list or tuple of tensors of no fixed length (`return tuple(outs)` of a list
+    # it appends to, a list comprehension): a backbone's features.
+    forward_returns_sequence: bool = False
 
 
 @dataclass
@@ -444,6 +447,7 @@ class ModuleSummary:
                 init_params=tuple(c["init_params"]) if c["init_params"] is not None else None,
                 init_defaults=c["init_defaults"],
                 flag_setters=c["flag_setters"],
+                forward_returns_sequence=c.get("forward_returns_sequence", False),
             )
             for name, c in data["classes"].items()
         }
@@ -1124,7 +1128,7 @@ class _Summarizer:
         bases = tuple(q for q in (self.qualify(b) for b in node.bases) if q)
         attrs: dict[str, AttrBinding] = {}
         methods = []
-        forward_no_grad = False
+        forward_no_grad = returns_sequence = False
         init_params, init_defaults = None, {}
         flag_setters: dict[str, dict[str, list]] = {}
         own = frozenset(m.name for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)))
@@ -1150,6 +1154,7 @@ class _Summarizer:
                     flag_setters[stmt.name] = flags
                 elif stmt.name == "forward":
                     forward_no_grad = any(self.qualify(d.func if isinstance(d, ast.Call) else d) in _NO_GRAD for d in stmt.decorator_list)
+                    returns_sequence = _returns_sequence(stmt)
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 value = self.field_default(stmt.value)
@@ -1159,7 +1164,10 @@ class _Summarizer:
                         # A dict of literals (`ckpt_kwargs = {"use_reentrant": True}`) starts as that dict.
                         attrs.setdefault(target.id, AttrBinding(constant=mapping, has_constant=True) if mapping is not None else self.binding(value, {}))
         recompute = recompute_layout(node, self.qualify) if any(b in AUTOGRAD_FUNCTIONS for b in bases) else None
-        return ClassSummary(f"{self.module}.{node.name}", bases, attrs, tuple(methods), forward_no_grad, recompute, init_params, init_defaults, flag_setters)
+        return ClassSummary(
+            f"{self.module}.{node.name}", bases, attrs, tuple(methods), forward_no_grad, recompute, init_params, init_defaults, flag_setters,
+            returns_sequence,
+        )
 
     def field_default(self, value: ast.expr) -> Optional[ast.expr]:
         """What a class-level attribute starts as: a dataclass `field(default=...)` its default,
@@ -3614,6 +3622,39 @@ def _reachable(start: set[str], edges: dict[str, set[str]]) -> set[str]:
 
 def _definition(block: Block) -> Optional[str]:
     return block.binds if block.definition else None
+
+
+def _returns_sequence(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether every `return` of the function hands back a list or tuple of no fixed length: a list
+    comprehension, `tuple(...)` / `list(...)` of one, or of a local bound only to `[]` and appended
+    to (`outs.append(x)`)."""
+    own: list[ast.AST] = []
+    pending: list[ast.AST] = list(function.body)
+    while pending:  # the function's own statements, not those of functions or classes it defines
+        node = pending.pop()
+        own.append(node)
+        pending.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)))
+    returns = [n.value for n in own if isinstance(n, ast.Return)]
+    assigned: dict[str, list[ast.expr]] = {}
+    for node in own:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    assigned.setdefault(target.id, []).append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+            assigned.setdefault(node.target.id, []).append(ast.Constant(None))  # any other binding: not only `[]`
+
+    def sequence(value: Optional[ast.expr]) -> bool:
+        if isinstance(value, ast.ListComp):
+            return True
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("tuple", "list") and len(value.args) == 1:
+            return isinstance(value.args[0], (ast.ListComp, ast.GeneratorExp)) or sequence(value.args[0])
+        if isinstance(value, ast.Name):
+            bound = assigned.get(value.id, [])
+            return bool(bound) and all(isinstance(v, ast.List) and not v.elts or isinstance(v, ast.ListComp) for v in bound)
+        return False
+
+    return bool(returns) and all(sequence(value) for value in returns)
 
 
 def project_fingerprint(declarations: dict[str, str]) -> str:

@@ -169,6 +169,8 @@ class Dataflow:
             return replace(output, maybe_tuple=True) if isinstance(output, Tensor) else output
         if verdicts == {True}:
             output = Tensor(Grad.REQUIRED, f"output of `{module.origin}`, which has trainable parameters", maybe_tuple=True)
+            if module.classes and not module.container and all((self.index.class_(c) or _NO_SUMMARY).forward_returns_sequence for c in module.classes):
+                return replace(output, sequence=True, origin=f"outputs of `{module.origin}`, which has trainable parameters")
             shapes = {TUPLE_OUTPUTS.get(c) for c in module.classes}
             if module.container or len(shapes) != 1 or None in shapes:
                 return output

@@ -253,6 +253,9 @@ class Tensor:
     leaf: bool = False
     # A module's or function's output, which may be a tuple: its unpacked parts may be masks or indices.
     maybe_tuple: bool = False
+    # A list or tuple of such tensors, of no fixed length (a backbone's `return tuple(outs)`): handed
+    # whole to a reentrant checkpoint, none of them is a top-level tensor input.
+    sequence: bool = False
 
 
 @dataclass(frozen=True)
@@ -340,7 +343,7 @@ def merge(a: Optional[Value], b: Value) -> Value:
     if a == b:
         return same_object(a, b)
     if isinstance(a, Tensor) and isinstance(b, Tensor) and a.grad is b.grad:
-        return Tensor(a.grad, a.origin, a.frozen and b.frozen, a.leaf and b.leaf, a.maybe_tuple or b.maybe_tuple)
+        return Tensor(a.grad, a.origin, a.frozen and b.frozen, a.leaf and b.leaf, a.maybe_tuple or b.maybe_tuple, a.sequence and b.sequence)
     options = tuple(dict.fromkeys([*_options(a), *_options(b)]))
     if isinstance(a, SYMBOLIC) or isinstance(b, SYMBOLIC):
         if len(options) <= _MAX_OPTIONS and not any(isinstance(o, Unknown) for o in options):
@@ -436,6 +439,8 @@ def element_of(value: Value) -> Value:
         return Tensor(Grad.NONE, f"a batch from the DataLoader `{value.origin}`")
     if isinstance(value, Pieces):
         return value.tensor
+    if isinstance(value, Tensor) and value.sequence:
+        return replace(value, sequence=False, maybe_tuple=False)
     if isinstance(value, (Tensor, Const)):
         return value  # slicing keeps a tensor a tensor, and metadata metadata
     if isinstance(value, SYMBOLIC):
@@ -444,14 +449,16 @@ def element_of(value: Value) -> Value:
 
 
 def packed(value: Value, path: str = "") -> Iterator[tuple[str, Value]]:
-    """The elements inside a literal tuple, list or dict, nested ones too, each with where it sits
-    (`[1]`, `["ctx"]`)."""
+    """The elements inside a literal tuple, list or dict, nested ones too, or inside a sequence of
+    tensors, each with where it sits (`[1]`, `["ctx"]`, `[i]`)."""
     if isinstance(value, Items):
         for i, item in enumerate(value.values):
             yield from packed(item, f"{path}[{i}]")
     elif isinstance(value, DictLit):
         for key, item in value.entries.items():
             yield from packed(item, f'{path}["{key}"]')
+    elif isinstance(value, Tensor) and value.sequence:
+        yield f"{path}[i]", replace(value, sequence=False, maybe_tuple=False)
     elif path:
         yield path, value
 

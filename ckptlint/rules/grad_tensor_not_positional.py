@@ -101,7 +101,7 @@ class GradTensorNotPositional(Rule):
     def packed_inputs(site: CheckpointSite) -> Iterator[Diagnostic]:
         """Tensors inside a list, tuple or dict handed positionally: reentrant checkpoint tracks only
         top-level tensor arguments (measured on torch 2.13)."""
-        top_level = [v for v in site.input_values if not isinstance(v, (Items, DictLit))]
+        top_level = [v for v in site.input_values if not isinstance(v, (Items, DictLit)) and not (isinstance(v, Tensor) and v.sequence)]
         for value in site.input_values:
             found = next(((path, inner) for path, inner in packed(value) if needs_grad(inner)), None)
             if found is None:
