@@ -582,13 +582,25 @@ def main_elsewhere(name: str, path: str, tree: ast.Module, files: Sequence[str])
     and imports from `path`'s module. Returns (its kind, its file); ("", "") when there is none.
     Model files rarely train themselves: the project's `train.py` does, after its own setup."""
     own = os.path.abspath(path)
-    module_name = Path(own).stem if Path(own).stem != "__init__" else Path(own).parent.name
     names = [name] + [f.name for f in tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and _calls_name(f, name)]
+    found = _main_using(own, names, own, files)
+    if found[0]:
+        return found
+    # Built by a function of another file (`build.build_model(cfg)`), whose callers' main trains it.
     for file in files:
-        if os.path.abspath(file) == own:
-            continue
-        text = text_of(file)
-        if module_name not in text or not any(n in text for n in names):
+        other = _parse(file, _mtime(file)) if os.path.abspath(file) != own and _imports(file, own, [name]) else None
+        builders = [f.name for f in other.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and _calls_name(f, name)] if other else []
+        found = _main_using(os.path.abspath(file), builders, own, files) if builders else ("", "")
+        if found[0]:
+            return found
+    return "", ""
+
+
+def _main_using(defining: str, names: Sequence[str], own: str, files: Sequence[str]) -> tuple[str, str]:
+    """The first main of a file (not `own`'s nor `defining`'s) that imports `defining`'s module and
+    trains with one of `names`."""
+    for file in files:
+        if os.path.abspath(file) in (own, defining) or not _imports(file, defining, names):
             continue
         other = _parse(file, _mtime(file))
         for candidate in names if other is not None else ():
@@ -596,6 +608,13 @@ def main_elsewhere(name: str, path: str, tree: ast.Module, files: Sequence[str])
             if kind:
                 return kind, os.path.abspath(file)
     return "", ""
+
+
+def _imports(file: str, defining: str, names: Sequence[str]) -> bool:
+    """Whether `file`'s text names `defining`'s module and one of `names` (what importing them takes)."""
+    module_name = Path(defining).stem if Path(defining).stem != "__init__" else Path(defining).parent.name
+    text = text_of(file)
+    return module_name in text and any(n in text for n in names)
 
 
 def _calls_name(function: ast.AST, name: str) -> bool:

@@ -203,6 +203,24 @@ def test_a_main_in_another_file_that_trains_the_model_through_its_builder_runs_i
     assert _main_of(package, monkeypatch) == ("block", str(package / "train.py"))
 
 
+def test_a_main_that_trains_the_model_through_a_builder_of_a_third_file_runs_it(tmp_path, monkeypatch):
+    """model.py defines the class, build.py's `build_model(cfg)` builds it, train.py's main trains
+    what `build_model` returns: that main runs the class, though it never names it."""
+    package = _package(tmp_path, {
+        "model.py": "from torch import nn\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x\n",
+        "build.py": "from .model import Net\n\ndef build_model(cfg):\n    model = Net()\n    return model, []\n",
+        "train.py": """
+            from .build import build_model
+
+            if __name__ == "__main__":
+                model, extra = build_model({})
+                model(1).backward()
+        """,
+        "export.py": "from .build import build_model\n\nif __name__ == '__main__':\n    build_model({})[0].save()\n",
+    })
+    assert _main_of(package, monkeypatch) == ("block", str(package / "train.py"))
+
+
 def test_a_main_elsewhere_that_does_not_train_or_does_not_use_the_model_is_not_taken(tmp_path, monkeypatch):
     package = _package(tmp_path, {
         "model.py": MODEL_FILE,
