@@ -626,6 +626,12 @@ def _reached(tree: ast.Module, body: list[ast.stmt]) -> tuple[set[str], bool]:
     (a runner object whose `step()` trains), and whether it trains: calls a `.backward`, a `.fit`
     or a trainer's `.train()`."""
     functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    # Functions of the file that return a trainer they build (`return LongDocTrainer(model=...)`).
+    trainer_builders = {
+        name for name, f in functions.items()
+        if not isinstance(f, ast.ClassDef)
+        and any(isinstance(r, ast.Return) and isinstance(r.value, ast.Call) and _called_name(r.value).lower().endswith("trainer") for r in ast.walk(f))
+    }  # fmt: skip
     names, trains = set(), False
     stack: list[ast.AST] = list(body)
     visited: set[str] = set()
@@ -639,9 +645,10 @@ def _reached(tree: ast.Module, body: list[ast.stmt]) -> tuple[set[str], bool]:
                     stack.append(functions[child.id])
             elif isinstance(child, ast.Attribute):
                 names.add(child.attr)
-                # `trainer.train()`, `self.trainer.train()`, `Trainer(...).train()`, `build_trainer(d).train()`
+                # `trainer.train()`, `self.trainer.train()`, `Trainer(...).train()`, `build_trainer(d).train()`,
+                # `build(d).train()` of a `build` returning a trainer
                 receiver = child.value.func if isinstance(child.value, ast.Call) else child.value
                 named = receiver.id if isinstance(receiver, ast.Name) else receiver.attr if isinstance(receiver, ast.Attribute) else ""
-                trainer = named.lower().endswith("trainer")
+                trainer = named.lower().endswith("trainer") or isinstance(child.value, ast.Call) and named in trainer_builders
                 trains = trains or child.attr in ("backward", "fit") or (child.attr == "train" and trainer)
     return names, trains

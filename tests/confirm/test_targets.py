@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import textwrap
 
+import pytest
+
 from ckptlint.confirm import targets
 
 LAYER = """
@@ -219,6 +221,25 @@ def test_a_main_that_trains_the_model_through_a_builder_of_a_third_file_runs_it(
         "export.py": "from .build import build_model\n\nif __name__ == '__main__':\n    build_model({})[0].save()\n",
     })
     assert _main_of(package, monkeypatch) == ("block", str(package / "train.py"))
+
+
+@pytest.mark.parametrize("returned, trains", [("LongDocTrainer(model=Net())", True), ("Runner(model=Net())", False)])
+def test_a_main_training_the_trainer_a_function_of_its_file_returns_trains(tmp_path, monkeypatch, returned, trains):
+    """`build(d).train()` trains when `build` returns a trainer it builds; `.train()` on anything else
+    may be a module's mode switch."""
+    package = _package(tmp_path, {
+        "model.py": MODEL_FILE,
+        "main.py": f"""
+            from .model import Net
+
+            def build():
+                return {returned}
+
+            if __name__ == "__main__":
+                build().train()
+        """,
+    })
+    assert _main_of(package, monkeypatch) == (("block", str(package / "main.py")) if trains else ("", ""))
 
 
 def test_a_main_elsewhere_that_does_not_train_or_does_not_use_the_model_is_not_taken(tmp_path, monkeypatch):
