@@ -549,6 +549,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         scope = self.scope
         if isinstance(target, cst.Name):
             scope.in_place.pop(target.value, None)
+            scope.held_elements.pop(target.value, None)
             if target.value in scope.global_names and scope.facts is not None and statement is not None:
                 scope.facts.global_stores.append(Effect(statement, f"assigns the global `{target.value}`"))
             if scope.branch_depth:
@@ -607,6 +608,7 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
             scope.bindings[owner.value] = replace(held, arguments=(*held.arguments, (f".{attr}", ("const", value.value) if known else ("?",))))
         if isinstance(value, (Const, ModuleObject)):
             return  # configuration and submodules, not tensors computed at run time
+        self.note_held_store(target, value, statement)
         if isinstance(owner, cst.Name) and owner.value == "self":
             if scope.class_qualname and scope.method != "__init__" and scope.facts is not None and not scope.eval_only:
                 # The store's own target counts as a read; `+=` reads the old value.
@@ -618,6 +620,20 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         if isinstance(stashed_on, ModuleObject) and scope.kind == "function":
             for cls in stashed_on.classes:
                 self.runtime_attrs.setdefault(cls, {}).setdefault(attr, []).append((statement, value))
+
+    def note_held_store(self, target: cst.Attribute, value: Value, statement: cst.CSTNode) -> None:
+        """`blk.scores = scores` for a `blk` walking `self.consumers`, `self.head.scores = s`: a value
+        stored on an object the module holds outlives the call, as `self.scores = s` does."""
+        scope = self.scope
+        if not scope.class_qualname or scope.method == "__init__" or scope.facts is None or scope.eval_only:
+            return
+        owner = target.value
+        held = f"an element of `{scope.held_elements[owner.value]}`" if isinstance(owner, cst.Name) and owner.value in scope.held_elements else None
+        spelled = dotted(owner)
+        if held is None and isinstance(owner, cst.Attribute) and spelled is not None and spelled.startswith("self."):
+            held = f"`{spelled}`"
+        if held is not None:
+            scope.facts.held_stores.append(SelfStore(f"{code(target)}", Effect(statement, f"stores `{code(target)}` on {held}, an object the module holds"), value))
 
     def note_self_setattr(self, node: cst.Call, callee: Value) -> None:
         """`setattr(self, "aux_loss", loss)` with a literal name is `self.aux_loss = loss`."""
@@ -706,6 +722,9 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
         else:
             element = element_of(self.iterated(iterable))
         self.bind_target(target, element)
+        walked = dotted(iterable)
+        if isinstance(target, cst.Name) and walked is not None and walked.startswith("self."):
+            self.scope.held_elements[target.value] = walked
 
     def iterated(self, iterable: cst.BaseExpression) -> Value:
         value = self.evaluate(iterable)

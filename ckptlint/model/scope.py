@@ -58,6 +58,9 @@ class Scope:
     model_aliases: dict[str, tuple[str, bool]] = field(default_factory=dict)
     # In a method: the keys whose mode / checkpointing are still what `__init__` left (held_models).
     seeded_modes: set[str] = field(default_factory=set)
+    # Locals that walk an object `self` holds (`for blk in self.consumers`): name -> that sequence,
+    # as spelled. An attribute stored on one outlives the call.
+    held_elements: dict[str, str] = field(default_factory=dict)
     seeded_checkpointing: set[str] = field(default_factory=set)
     trained_models: set[str] = field(default_factory=set)  # a Trainer's `train()` has returned
     # (model, where, kind, on its config) of caching spelled for a model (TrainingScriptFacts.spell_cache).

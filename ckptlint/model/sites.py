@@ -211,6 +211,9 @@ class FunctionFacts:
     torch_rng: list[Effect] = field(default_factory=list)
     unreplayed_rng: list[Effect] = field(default_factory=list)
     self_stores: list["SelfStore"] = field(default_factory=list)
+    # `blk.scores = scores` on an element of `self.consumers`, `self.head.scores = s`: stores on an
+    # object `self` holds, which outlives the call (the attr is the target as spelled).
+    held_stores: list["SelfStore"] = field(default_factory=list)
     global_stores: list[Effect] = field(default_factory=list)
     mutations: list[ContainerMutation] = field(default_factory=list)
     held_calls: list[HeldCall] = field(default_factory=list)

@@ -50,6 +50,10 @@ def escapes(model: FileModel, region: Region, stops_early: bool = False) -> Iter
             if store.fresh and value.grad is Grad.NONE:
                 continue  # `self.probs = probs.detach()`: the recompute stores the same value, no gradient at stake
             yield part, store.effect.node, store.effect.description, False
+        for store in facts.held_stores:
+            value = model.value_in_region(part, store.value)
+            if isinstance(value, Tensor) and value.grad is not Grad.NONE and not is_cache(store.attr):
+                yield part, store.effect.node, store.effect.description, False
         for effect in facts.global_stores:
             yield part, effect.node, effect.description, False
         for mutation in facts.mutations:
