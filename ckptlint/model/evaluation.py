@@ -359,6 +359,11 @@ class Evaluation:
             return Partial(self.evaluate(node.args[0].value), arguments.positional, keywords, nodes, node, values, arguments.spread)
         if func.qualname == "builtins.dict" and all(arg.keyword or arg.star == "**" for arg in node.args):
             return self.dict_from_arguments(node, node.args)
+        if func.qualname in ("builtins.list", "builtins.tuple") and len(node.args) == 1 and not node.args[0].keyword and not node.args[0].star:
+            # `functions = list(functions)`: the same elements, whether modules of a container or what a parameter holds.
+            whole = self.evaluate(node.args[0].value)
+            if isinstance(whole, ModuleObject) and whole.container or isinstance(whole, (Items, *SYMBOLIC)):
+                return whole
         if self.index.class_(func.qualname) is not None:
             return ModuleObject((func.qualname,), code(node.func), arguments=self.construction_arguments(node))
         if func.qualname in CONTAINERS:
