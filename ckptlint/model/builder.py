@@ -912,6 +912,8 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
             return
         if isinstance(callee, ModuleObject):
             facts.module_calls.append(callee)
+        elif isinstance(callee, (Param, ElementOf)) and not (isinstance(callee, Param) and callee.name == "self"):
+            facts.symbolic_calls.append(callee)
         elif isinstance(callee, Ref):
             name = callee.qualname
             if name in TORCH_RNG_FUNCTIONS and not self.draws_nothing(name, node):

@@ -160,6 +160,9 @@ def _add(
     region.parts.append(part)
     self_class = owner or _method_class(facts)
     work.extend((model, module, context, within, self_class, True, part) for module in facts.module_calls)
+    # A module a parameter holds (`functions[j](x)` over the blocks a helper is handed), as the project's calls show it.
+    resolved = (model.value_in_region(part, callee) for callee in facts.symbolic_calls)
+    work.extend((model, module, context, within, self_class, True, part) for module in resolved if isinstance(module, ModuleObject))
     work.extend((model, LocalFunction(name), context, within, self_class, True, part) for name in facts.method_calls)
     # Project functions it calls run in the region too (they hold no `self`: no module path).
     work.extend((model, Ref(name), context, within, None, True, part) for name in facts.function_calls)

@@ -220,6 +220,9 @@ class FunctionFacts:
     self_reads: dict[str, int] = field(default_factory=dict)  # attr -> loads
     name_reads: dict[str, int] = field(default_factory=dict)
     module_calls: list[ModuleObject] = field(default_factory=list)
+    # Calls of a value that depends on parameters (`functions[j](x)` in a closure over a helper's
+    # `functions`): modules once the callers are known.
+    symbolic_calls: list["Value"] = field(default_factory=list)
     method_calls: list[str] = field(default_factory=list)  # qualnames of self.<method>() calls
     function_calls: list[str] = field(default_factory=list)  # qualnames of project functions called
     returns: Optional["Value"] = None  # merged over every `return`
