@@ -28,6 +28,8 @@ from ckptlint.model.apis import (
     KNOWN_APIS,
     LIGHTNING_MODULES,
     NO_GRAD_CONTEXTS,
+    PEFT_MODEL_CLASSES,
+    PEFT_WRAPPERS,
     RNG_RESTORERS,
 )
 from ckptlint.model import lightning_callbacks as lightning
@@ -955,7 +957,7 @@ class _Summarizer:
             # It hooks the inputs (and enables checkpointing) of a quantized model only: one built by
             # its constructor or from a config holds no quantized weights; a loaded one may.
             return Freeze(everything=True, input_grad_hook=not _built_without_weights(wrapped), **where)
-        if callee in _PEFT_WRAPPERS or callee.startswith(_PEFT_MODEL_CLASSES):
+        if callee in PEFT_WRAPPERS or callee.startswith(PEFT_MODEL_CLASSES):
             return Freeze(everything=True, adapter_wrap=True, wrapped=wrapped, **where)
         if callee in _PEFT_INJECT:
             return Freeze(everything=True, wrapped=wrapped, **where)  # the model itself, adapters added: no hook, ever
@@ -1762,8 +1764,6 @@ def _strings(node: ast.AST) -> Optional[list[str]]:
 # parameter of the model they are handed except the adapters they add inside its layers, and register
 # the input-grad hook only if checkpointing is enabled on it already (`PeftModel.__init__`:
 # `if getattr(model, "is_gradient_checkpointing", True)`).
-_PEFT_WRAPPERS = frozenset({"peft.get_peft_model", "peft.mapping.get_peft_model", "peft.mapping_func.get_peft_model"})
-_PEFT_MODEL_CLASSES = ("peft.PeftModel", "peft.peft_model.PeftModel")  # and `.from_pretrained`, the task subclasses
 # Freezes every parameter; hooks the inputs (and enables checkpointing) only for a quantized model.
 _PEFT_KBIT = frozenset({"peft.prepare_model_for_kbit_training", "peft.utils.prepare_model_for_kbit_training", "peft.utils.other.prepare_model_for_kbit_training"})
 # Adds the adapters to the model it is handed (the second argument) and returns that model, every

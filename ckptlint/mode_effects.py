@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Union
 
 from ckptlint.ast_nodes import CHILD_FIELDS, child_fields, nodes
+from ckptlint.model.apis import PEFT_WRAPPERS
 
 
 # The JSON shapes of the steps: ["set", True | False | None (not known), definite],
@@ -49,7 +50,7 @@ def mode_steps(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], qualify: 
         return {}, None
     params = tuple(a.arg for a in arguments)
     body = _walk_body(function)
-    returned = returned_parameter(function, body.returns, body.stored)
+    returned = returned_parameter(function, body.returns, body.stored, qualify)
     walk = _Walk(params, qualify, owner, methods)
     names = _bound_from(body.bindings, params)
     held = set().union(*names.values()) if names else set()
@@ -117,17 +118,35 @@ def _shortest(steps: list[Step]) -> list[Step]:
     return kept
 
 
-def returned_parameter(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], returns: list[ast.AST], stored: set[str]) -> Optional[str]:
-    """The parameter every `return` of `function` returns (by name, never rebound), if any; `returns`
-    and `stored`: its body's `return`s (and `raise`s) and the names it binds (`_walk_body`)."""
+def returned_parameter(
+    function: Union[ast.FunctionDef, ast.AsyncFunctionDef], returns: list[ast.AST], stored: set[str], qualify: Callable[[ast.expr], Optional[str]]
+) -> Optional[str]:
+    """The parameter every `return` of `function` returns (by name, never rebound), if any, or a
+    PEFT wrapper of (`return get_peft_model(model, config)`, or a local bound once to one): the
+    wrapper holds the same model. `returns` and `stored`: its body's `return`s (and `raise`s) and
+    the names it binds (`_walk_body`)."""
     params = {a.arg for a in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)}
-    returned = {n.value.id if isinstance(n.value, ast.Name) else None for n in returns if isinstance(n, ast.Return)}
+    returned = {_returned_model(function, n.value, qualify) for n in returns if isinstance(n, ast.Return)}
     if len(returned) != 1:
         return None
     name = returned.pop()
     if name is None or name not in params or name == "self" or name in stored:
         return None
     return name
+
+
+def _returned_model(function: Union[ast.FunctionDef, ast.AsyncFunctionDef], value: Optional[ast.expr], qualify: Callable[[ast.expr], Optional[str]]) -> Optional[str]:
+    """The name a `return` hands back: the name itself, or the model a PEFT wrapper call (spelled
+    there or bound once to the local returned) wraps."""
+    if isinstance(value, ast.Name):
+        bound = [n.value for n in nodes(function) if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == value.id for t in n.targets)]
+        if len(bound) != 1 or not isinstance(bound[0], ast.Call):
+            return value.id
+        value = bound[0]
+    if not isinstance(value, ast.Call) or not isinstance(value.func, (ast.Name, ast.Attribute)) or qualify(value.func) not in PEFT_WRAPPERS:
+        return None
+    model = value.args[0] if value.args else next((k.value for k in value.keywords if k.arg == "model"), None)
+    return model.id if isinstance(model, ast.Name) else None
 
 
 @dataclass

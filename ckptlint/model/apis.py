@@ -142,3 +142,8 @@ HOOK_REGISTRATIONS = {"register_forward_hook": "forward", "register_forward_pre_
 GLOBAL_HOOK_REGISTRATIONS = {
     f"torch.nn.modules{module}.register_module_forward_hook": "forward" for module in ("", ".module")
 } | {f"torch.nn.modules{module}.register_module_forward_pre_hook": "forward_pre" for module in ("", ".module")}
+
+
+# peft's calls that wrap the model they are handed (frozen but for the adapters); the wrapper holds it.
+PEFT_WRAPPERS = frozenset({"peft.get_peft_model", "peft.mapping.get_peft_model", "peft.mapping_func.get_peft_model"})
+PEFT_MODEL_CLASSES = ("peft.PeftModel", "peft.peft_model.PeftModel")  # and `.from_pretrained`, the task subclasses

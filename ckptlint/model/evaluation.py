@@ -382,8 +382,8 @@ class Evaluation:
         if module is not None and name in module.functions:
             handed = returned_argument(self, node)  # type: ignore[arg-type]
             module_handed = self.evaluate(handed) if handed is not None else None
-            if isinstance(module_handed, ModuleObject) or is_transformers_model(module_handed):
-                return module_handed  # `model = prepare(model)`: the same module
+            if isinstance(module_handed, (ModuleObject, Instance)):
+                return module_handed  # `model = prepare(model)`, `attach_lora(build_backbone())`: the same object
             in_tuple = self.handed_back_in_tuple(self.functions.get(func.qualname), node)
             if in_tuple is not None:
                 return in_tuple

@@ -47,6 +47,7 @@ def lora_grads(model):
         ("vit_wrapped_then_enabled_with_input_grads", "vit_batch"),
         ("vit_prepared_unquantized_non_reentrant", "vit_batch"),
         ("vit_factory_hooked_then_enabled", "vit_batch"),
+        ("vit_enabled_then_wrapped_by_a_helper", "vit_batch"),
     ],
 )
 def test_adapters_train_when_something_hooks_the_inputs(build, batch, real_transformers, capture_warnings):
@@ -63,7 +64,9 @@ def test_adapters_train_when_something_hooks_the_inputs(build, batch, real_trans
     assert NO_INPUT_GRAD_WARNING not in warning_texts(capture_warnings)
 
 
-@pytest.mark.parametrize("build", ["vit_wrapped_then_enabled", "vit_prepared_unquantized_then_enabled", "vit_factory_built_then_enabled"])
+@pytest.mark.parametrize(
+    "build", ["vit_wrapped_then_enabled", "vit_prepared_unquantized_then_enabled", "vit_factory_built_then_enabled", "vit_wrapped_by_a_helper_then_enabled"]
+)
 def test_vit_wrapped_then_enabled_fails_at_backward(build, real_transformers, capture_warnings):
     """`prepare_model_for_kbit_training` on a model that is not quantized registers no hook either."""
     fx = load_fixture("peft_order", transformers_module=real_transformers)
