@@ -351,7 +351,7 @@ LOOK_ALIKES = [
     ("hf_vision_adapters.py", "build_helper_enabled_with_input_grads", "enable_reentrant_checkpointing(model)", "CKPT005"),
     *(("peft_order.py", name, "gradient_checkpointing_enable(", "CKPT005") for name in (
         "vit_enabled_then_wrapped", "vit_wrapped_then_enabled_with_input_grads", "llama_wrapped_then_enabled", "llama_enabled_then_wrapped",
-        "vit_prepared_unquantized_non_reentrant",
+        "vit_prepared_unquantized_non_reentrant", "vit_enabled_then_wrapped_by_a_helper",
     )),
     ("peft_order.py", "vit_factory_hooked_then_enabled", "enable_reentrant(", "CKPT005"),
     ("hf_vision_adapters.py", "enable_checkpointing_or_non_reentrant", "gradient_checkpointing_enable(", "CKPT006"),
