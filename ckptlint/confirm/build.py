@@ -564,7 +564,15 @@ def _setup_module(module: types.ModuleType, setup: dict[str, Any]) -> types.Modu
     """The module whose namespace the setup statements read: the target's, or the other file's that
     runs them (only its definitions, when it is a flat script)."""
     path = setup.get("path")
-    return import_file(path, definitions_only=usage.flat_script(path)) if path else module
+    if not path:
+        return module
+    try:
+        return import_file(path, definitions_only=usage.flat_script(path))
+    except CannotRun:
+        raise
+    except BaseException as error:  # its imports fail here: its statements fail too, and are named as skipped
+        stop_on_user_failure(f"importing {os.path.basename(path)}", error)
+        return module
 
 
 class _SetupReplay:

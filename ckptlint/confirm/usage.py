@@ -155,9 +155,9 @@ def usage_of(name: str, path: str, files: Sequence[str], tree: Optional[ast.Modu
         for scope in _scopes(module):
             _scan_scope(scope, name, set(constructs), usage, dict(globals_))
         usage.built_into += [f"{holder} ({os.path.basename(file)})" for holder in _module_classes_building(module, name)]
-        if not usage.setup:
-            # The target's own file (it comes first), else the first other file that sets up a new
-            # instance (`path`: its statements run in that file's namespace).
+        if not usage.setup and (os.path.abspath(file) == own or not is_test_file(file)):
+            # The target's own file (it comes first), else the first other file, not a test, that
+            # sets up a new instance (`path`: its statements run in that file's namespace).
             found = _setup(module, name)
             usage.setup = {**found, "path": os.path.abspath(file)} if found and os.path.abspath(file) != own else found
         if os.path.abspath(file) == own:
@@ -392,6 +392,14 @@ def _prepares(statement: ast.stmt, bound: set[str]) -> bool:
         return False
     loaded = {n.id for n in ast.walk(statement.value) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     return not loaded - bound and not any(isinstance(n, ast.Call) and _called_name(n) in _NOT_SETUP_CALLS for n in ast.walk(statement))
+
+
+def is_test_file(path: str) -> bool:
+    """A test module (`test_*.py`, `*_test.py`, `conftest.py`, or under a `tests` folder): how a test
+    builds a model is no setup of the project's."""
+    name = os.path.basename(path)
+    parts = Path(os.path.abspath(path)).parts[:-1]
+    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py" or "tests" in parts or "test" in parts
 
 
 def _statement_lists(body: list[ast.stmt]) -> Iterator[list[ast.stmt]]:

@@ -388,3 +388,20 @@ def test_a_callbacks_method_runs_through_the_function_that_builds_the_callback(t
     # Built by nothing here: the method runs as a function of the object, through an example.
     target = targets.resolve(str(path), lines[2])
     assert isinstance(target, targets.Target) and (target.kind, target.qualname) == ("function", "Runner.sample"), target
+
+
+def test_a_test_module_that_builds_and_freezes_the_model_is_no_setup_to_replay(tmp_path, monkeypatch):
+    """How a test builds a model (`tests/test_model.py`, `conftest.py`) is not the project's setup:
+    only other project files are read for the statements replayed on a new instance."""
+    from ckptlint.confirm import usage
+
+    package = _package(tmp_path, {
+        "model.py": MODEL_FILE,
+        "test_model.py": "from .model import Net\n\ndef test_frozen():\n    model = Net()\n    model.requires_grad_(False)\n",
+        "train.py": "from .model import Net\n\ndef build():\n    model = Net()\n    model.requires_grad_(False)\n    return model\n",
+    })
+    monkeypatch.chdir(package.parent)
+    path = str(package / "model.py")
+    found = usage.usage_of("Net", path, usage.project_files(path))
+    assert found.setup["path"] == str(package / "train.py")
+    assert usage.is_test_file(str(package / "tests" / "helpers.py")) and not usage.is_test_file(str(package / "train.py"))
