@@ -139,14 +139,12 @@ def usage_of(name: str, path: str, files: Sequence[str], tree: Optional[ast.Modu
     builder function `name` builds (its result is called like an instance of them)."""
     usage = Usage()
     own = os.path.abspath(path)
-    module_name = Path(own).stem if Path(own).stem != "__init__" else Path(own).parent.name
     for file in files:
         if os.path.abspath(file) == own and tree is not None:
             module = tree
         else:
-            text = text_of(file)
             # Another file uses the target only if it names it and imports its module.
-            if name not in text or (os.path.abspath(file) != own and module_name not in text):
+            if not (name in text_of(file) if os.path.abspath(file) == own else _imports(file, own, [name])):
                 continue
             module = _parse(file, _mtime(file))
         if module is None:
