@@ -139,6 +139,9 @@ def usage_of(name: str, path: str, files: Sequence[str], tree: Optional[ast.Modu
     builder function `name` builds (its result is called like an instance of them)."""
     usage = Usage()
     own = os.path.abspath(path)
+    # The folder all project files share: folders above it (a checkout under `~/tests/`) tell nothing.
+    root = os.path.commonpath([own, *(os.path.abspath(file) for file in files)])
+    root = root if os.path.isdir(root) else os.path.dirname(root)
     for file in files:
         if os.path.abspath(file) == own and tree is not None:
             module = tree
@@ -153,7 +156,7 @@ def usage_of(name: str, path: str, files: Sequence[str], tree: Optional[ast.Modu
         for scope in _scopes(module):
             _scan_scope(scope, name, set(constructs), usage, dict(globals_))
         usage.built_into += [f"{holder} ({os.path.basename(file)})" for holder in _module_classes_building(module, name)]
-        if not usage.setup and (os.path.abspath(file) == own or not is_test_file(file)):
+        if not usage.setup and (os.path.abspath(file) == own or not is_test_file(file, root)):
             # The target's own file (it comes first), else the first other file, not a test, that
             # sets up a new instance (`path`: its statements run in that file's namespace).
             found = _setup(module, name)
@@ -392,11 +395,11 @@ def _prepares(statement: ast.stmt, bound: set[str]) -> bool:
     return not loaded - bound and not any(isinstance(n, ast.Call) and _called_name(n) in _NOT_SETUP_CALLS for n in ast.walk(statement))
 
 
-def is_test_file(path: str) -> bool:
-    """A test module (`test_*.py`, `*_test.py`, `conftest.py`, or under a `tests` folder): how a test
-    builds a model is no setup of the project's."""
+def is_test_file(path: str, root: str) -> bool:
+    """A test module (`test_*.py`, `*_test.py`, `conftest.py`, or under a `tests` folder of the
+    project at `root`): how a test builds a model is no setup of the project's."""
     name = os.path.basename(path)
-    parts = Path(os.path.abspath(path)).parts[:-1]
+    parts = Path(os.path.relpath(os.path.abspath(path), root)).parts[:-1]
     return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py" or "tests" in parts or "test" in parts
 
 

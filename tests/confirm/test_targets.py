@@ -404,4 +404,21 @@ def test_a_test_module_that_builds_and_freezes_the_model_is_no_setup_to_replay(t
     path = str(package / "model.py")
     found = usage.usage_of("Net", path, usage.project_files(path))
     assert found.setup["path"] == str(package / "train.py")
-    assert usage.is_test_file(str(package / "tests" / "helpers.py")) and not usage.is_test_file(str(package / "train.py"))
+    root = str(package)
+    assert usage.is_test_file(str(package / "tests" / "helpers.py"), root) and not usage.is_test_file(str(package / "train.py"), root)
+
+
+def test_a_project_that_lives_under_a_tests_folder_still_has_its_setup_replayed(tmp_path, monkeypatch):
+    """Only the folders inside the project tell a test module: a checkout at `~/tests/proj` is no test."""
+    from ckptlint.confirm import usage
+
+    outer = tmp_path / "tests"
+    outer.mkdir()
+    package = _package(outer, {
+        "model.py": MODEL_FILE,
+        "train.py": "from .model import Net\n\ndef build():\n    model = Net()\n    model.requires_grad_(False)\n    return model\n",
+    })
+    monkeypatch.chdir(package.parent)
+    path = str(package / "model.py")
+    found = usage.usage_of("Net", path, usage.project_files(path))
+    assert found.setup and found.setup["path"] == str(package / "train.py"), found.setup
