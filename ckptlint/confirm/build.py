@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from ckptlint.confirm import ab, command_line, constructors, functions, hf, inputs, lightning_fit, registry, script, usage
+from ckptlint.confirm import switches as flag_switches
 from ckptlint.confirm.failures import EXAMPLE_HINT, CannotRun, skeleton, stop_on_user_failure
 from ckptlint.findings import CRASHED, NEEDS_EXAMPLE
 from ckptlint.names import module_name_for
@@ -188,7 +189,7 @@ def plans_for(job: dict[str, Any], module: types.ModuleType, device: str, exampl
         if plans:
             return plans  # a class that holds the model (`Finetuner().model`): only its main can run it
         raise CannotRun(f"`{qualname}` is not an nn.Module subclass")
-    switches = _switches(job)
+    switches = flag_switches.switches(job)
     # A transformers model of the project's own, switched on where it is trained (a Trainer's
     # arguments): built bare, it checkpoints nothing; the next plan switches it on that way.
     hf_switch = job.get("hf_checkpointing") if hf.is_pretrained_class(target) and getattr(target, "supports_gradient_checkpointing", False) else None
@@ -311,7 +312,7 @@ def _class_plan(
     if setup:
         shown += f" after its {setup}()"
     if switched_on:
-        shown += f" with {_flag_names(switched_on)} switched on (the checkpoint runs only then; the project switches it on where --confirm cannot run)"
+        shown += f" with {_flag_names(switched_on)} switched on (the checkpoint runs only then, and the model as built leaves it off)"
     if hf_switch is not None:
         shown += f" after gradient_checkpointing_enable(gradient_checkpointing_kwargs={hf_switch[0]}), as the project switches it on at {hf_switch[1]}"
     return Plan(make, shown + (f"; {found.tried}" if found.tried else ""), fallible=fallible)
@@ -329,43 +330,6 @@ def _fed_by_earlier_layers(job: dict[str, Any], usage: dict[str, Any]) -> list[s
     if job.get("method") or any(f["code"] in _DATA_INPUT_CODES for f in job.get("findings", ())):
         return []
     return list(usage.get("built_into") or ())
-
-
-def _switches(job: dict[str, Any]) -> tuple[str, ...]:
-    """The module flags (`self.<flag>`) that the `if` tests and conditional expressions around the
-    findings' lines in the target's file require (`if self.grad_checkpointing and self.training:`)."""
-    try:
-        tree = ast.parse(job.get("source") or Path(job["path"]).read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
-        return ()
-    lines = {
-        n for f in job.get("findings", []) if os.path.abspath(f.get("path", job["path"])) == os.path.abspath(job["path"])
-        for n in range(f["line"], (f.get("end_line") or f["line"]) + 1)
-    }  # fmt: skip
-    flags: dict[str, None] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If):
-            branches: list[tuple[list[ast.AST], bool]] = [(list(node.body), True), (list(node.orelse), False)]
-        elif isinstance(node, ast.IfExp):
-            branches = [([node.body], True), ([node.orelse], False)]
-        else:
-            continue
-        for body, taken in branches:
-            if any(b.lineno <= line <= (b.end_lineno or b.lineno) for b in body for line in lines):  # type: ignore[attr-defined]
-                flags.update(dict.fromkeys(_required_flags(node.test, taken)))
-    return tuple(flags)
-
-
-def _required_flags(test: ast.expr, holds: bool = True) -> list[str]:
-    """`self.<flag>` attributes that must be on for `test` to hold (`holds`: through `and`) or to
-    fail (through `or` and `not`: the else of `if not self.use_cp or ...:`), the train/eval mode aside."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return _required_flags(test.operand, not holds)
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if holds else ast.Or):
-        return [flag for value in test.values for flag in _required_flags(value, holds)]
-    if holds and isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self" and test.attr != "training":
-        return [test.attr]
-    return []
 
 
 def _switch_on(model: nn.Module, flags: Sequence[str]) -> bool:

@@ -527,3 +527,53 @@ def test_a_callback_built_in_another_file_runs_through_that_files_main(tmp_path,
     evidence = "; ".join(finding["confirmation"]["evidence"])
     assert finding["confirmation"]["verdict"] == "confirmed", evidence
     assert "the main of finetune.py uses HeldOutProbe" in evidence, evidence
+
+
+def test_a_flag_that_gates_the_models_checkpoint_helper_is_switched_on_for_a_finding_in_a_part(tmp_path, monkeypatch):
+    """The finding sits in a layer's file; the model that builds the layer checkpoints its stages
+    through a helper only after `enable_checkpointing()`, which nothing in the project calls. The
+    run switches that flag on, so the recompute draws again and the finding is shown."""
+    (tmp_path / "layers.py").write_text(
+        "import random\n\n"
+        "from torch import nn\n\n\n"
+        "class StochasticBlock(nn.Module):\n"
+        "    def __init__(self, dim, p=0.5):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(dim, dim)\n"
+        "        self.p = p\n\n"
+        "    def forward(self, x):\n"
+        "        if self.training and random.random() < self.p:\n"
+        "            return x\n"
+        "        return x + self.fc(x)\n"
+    )
+    (tmp_path / "utils.py").write_text(
+        "import torch.utils.checkpoint as cp\n\n\n"
+        "def run_stages(stages, x):\n"
+        "    for stage in stages:\n"
+        "        x = cp.checkpoint(stage, x, use_reentrant=False)\n"
+        "    return x\n"
+    )
+    (tmp_path / "net.py").write_text(
+        "from torch import nn\n\n"
+        "from layers import StochasticBlock\n"
+        "from utils import run_stages\n\n\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self, dim=8, depth=4):\n"
+        "        super().__init__()\n"
+        "        self.stages = nn.ModuleList(StochasticBlock(dim) for _ in range(depth))\n"
+        "        self.head = nn.Linear(dim, 2)\n"
+        "        self.memory_saving = False\n\n"
+        "    def enable_checkpointing(self):\n"
+        "        self.memory_saving = True\n\n"
+        "    def forward(self, x):\n"
+        "        if not self.memory_saving:\n"
+        "            for stage in self.stages:\n"
+        "                x = stage(x)\n"
+        "        else:\n"
+        "            x = run_stages(self.stages, x)\n"
+        "        return self.head(x)\n"
+    )
+    finding = only_finding_confirmed(tmp_path, monkeypatch, "--select", "CKPT002")
+    evidence = "; ".join(finding["confirmation"]["evidence"])
+    assert (finding["path"], finding["confirmation"]["verdict"]) == ("layers.py", "confirmed"), evidence
+    assert "`memory_saving` switched on" in evidence, evidence

@@ -240,7 +240,7 @@ def test_a_checkpoint_behind_a_switch_nothing_runnable_turns_on_runs_with_the_sw
 
 def test_the_flags_a_finding_needs_include_those_an_else_branch_requires():
     pytest.importorskip("torch")
-    from ckptlint.confirm.build import _switches
+    from ckptlint.confirm.switches import switches as _switches
 
     source = textwrap.dedent("""\
         class Model:
