@@ -14,7 +14,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
+from typing import Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from ckptlint.ast_nodes import CONSTANT_KEY, Literal, frozen_table, in_source_order, literal, nodes, table_freeze
 from ckptlint.model.apis import (

@@ -288,7 +288,7 @@ HANDED = f"{RUNS}model = Stack()\nwith torch.no_grad():\n    out = logits(model,
         (f"{RUNS}def score(model, x):\n    return logits(model, x).sum()\n\n\nmodel = Stack()\nwith torch.inference_mode():\n    out = score(model, torch.ones(2, 8))\n", {(11, "CKPT008")}),
         # A method that receives the model.
         (
-            f"class Scorer:\n    def _forward(self, model, x):\n        return model(x)\n\n    def step(self, model, x):\n        with torch.no_grad():\n"
+            "class Scorer:\n    def _forward(self, model, x):\n        return model(x)\n\n    def step(self, model, x):\n        with torch.no_grad():\n"
             "            return self._forward(model, x)\n\n\nmodel = Stack()\nScorer().step(model, torch.ones(2, 8))\n",
             {(7, "CKPT008")},
         ),

@@ -1011,7 +1011,6 @@ class ModelBuilder(Evaluation, SiteConstruction, TrainingScriptFacts, HookFacts,
             self.note_call(targets, CallRecord(site.call, positional, keywords, nodes, site.has_star_args, site.mode.flag is FlagStatus.MAYBE, bound, self.scope.qualname))
 
     def record(self, site: CheckpointSite) -> None:
-        scope = self.scope
         function_scope = next((s for s in reversed(self.scopes) if s.kind in ("function", "lambda")), None)
         site.enclosing_function = function_scope.qualname if function_scope else None
         site.enclosing_class = function_scope.class_qualname if function_scope else None
