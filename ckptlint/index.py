@@ -72,6 +72,8 @@ class AttrBinding:
     # attribute] for an attribute of one (`config.dropout`) or ["?"]. None: no
     # single construction, or one whose arguments are spread (`*args`, `**kwargs`).
     arguments: Optional[dict[str, list]] = None
+    # A checkpoint function held to be called (`functools.partial(checkpoint, use_reentrant=True)`).
+    alias: Optional["Alias"] = None
 
 
 @dataclass
@@ -421,6 +423,9 @@ class ModuleSummary:
     # is decorated (`wrapped_modules.checkpoint_decorators`, `wrapped_modules.decorated_forwards`).
     checkpoint_decorators: dict[str, dict] = field(default_factory=dict)
     decorated_forwards: list[dict] = field(default_factory=list)
+    # Top-level functions that return one of a registry's classes (`return MODELS[name](**kw)`):
+    # function -> the registry's qualified name.
+    registry_builders: dict[str, str] = field(default_factory=dict)
     digest: str = field(default="", compare=False)
 
     def to_json_text(self) -> str:
@@ -442,7 +447,7 @@ class ModuleSummary:
             name: ClassSummary(
                 qualname=c["qualname"],
                 bases=tuple(c["bases"]),
-                attrs={a: AttrBinding(**{**b, "constructors": tuple(b["constructors"])}) for a, b in c["attrs"].items()},
+                attrs={a: AttrBinding(**{**b, "constructors": tuple(b["constructors"]), "alias": Alias(**b["alias"]) if b["alias"] else None}) for a, b in c["attrs"].items()},
                 methods=tuple(c["methods"]),
                 forward_no_grad=c["forward_no_grad"],
                 recompute=tuple(c["recompute"]) if c["recompute"] else None,
@@ -470,6 +475,7 @@ class ModuleSummary:
             models=tuple(data["models"]),
             trains=data["trains"],
             builders=data["builders"],
+            registry_builders=data["registry_builders"],
             builder_calls=data["builder_calls"],
             grad_off_decorators=tuple(data["grad_off_decorators"]),
             builder_contents=data["builder_contents"],
@@ -669,6 +675,7 @@ class _Summarizer:
         self.instance_freezes: dict[str, list[FreezeStep]] = {}
         self.param_freezes: dict[str, dict[str, list[FreezeStep]]] = {}
         self.builders: dict[str, str] = {}
+        self.registry_builders: dict[str, str] = {}
         self.builder_calls: dict[str, list] = {}
         self.builder_contents: dict[str, list[str]] = {}
         self.closure_factories: list[str] = []
@@ -699,6 +706,7 @@ class _Summarizer:
             _constants(tree, source, self.filled), tuple(sorted(self.module_stores)), self.builder_calls,
             self.grad_off_decorators(tree) if "no_grad" in source or "inference_mode" in source else (),
             builder_contents=self.builder_contents,
+            registry_builders=self.registry_builders,
             handed_models=self.handed_models,
             closure_factories=tuple(self.closure_factories),
             checkpoint_decorators=checkpoint_decorators(tree, self.qualify) if "checkpoint" in source else {},
@@ -831,6 +839,15 @@ class _Summarizer:
         constructs, is a builder of that constructor (`builders`): returns the constructor."""
         made_ctor = self.constructed(made) if made is not None else None
         if made_ctor is None:
+            if isinstance(made, ast.Call) and isinstance(made.func, ast.Subscript):
+                # `return MODELS[name](**kwargs)`: one of a registry's classes (ProjectIndex.registry)
+                holder = made.func.value
+                definition = self.function_nodes.get(function)
+                local = definition is not None and isinstance(holder, ast.Name) and holder.id in _params(definition)
+                module_level = isinstance(holder, ast.Name) and holder.id not in self.imports
+                registry = None if local else f"{self.module}.{holder.id}" if module_level else self.qualify(holder)  # type: ignore[attr-defined]
+                if registry is not None:
+                    self.registry_builders[function] = registry
             return None
         self.builders[function] = made_ctor[0]
         return made_ctor[0]
@@ -1269,6 +1286,9 @@ class _Summarizer:
             return AttrBinding(constant=const, has_constant=True)
         if isinstance(value, ast.Lambda):
             return AttrBinding(is_lambda=True)
+        alias = self.alias(value) if isinstance(value, (ast.Call, ast.Name, ast.Attribute)) else None
+        if alias is not None and _checkpoint_api(alias.target):
+            return AttrBinding(alias=alias)
         if isinstance(value, ast.Call):
             ctor = self.qualify(value.func)
             if ctor in PARAMETERS:
@@ -1939,7 +1959,7 @@ class _Reads:
                         candidates = [node.args[0]]
                     if params is not None and node.args:
                         handed = _handed_callable(summarizer, node.args[0], params)
-                        callee = _forwarded_to(summarizer, node.func, methods) if handed else None
+                        callee = _forwarded_to(summarizer, node.func) if handed else None
                         if callee and [callee, handed] not in self.forwarding:
                             self.forwarding.append([callee, handed])
                 else:
@@ -2316,12 +2336,13 @@ def _params(function: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> frozenset
     return frozenset(names)
 
 
-def _forwarded_to(summarizer: "_Summarizer", func: ast.AST, methods: frozenset[str]) -> Optional[str]:
+def _forwarded_to(summarizer: "_Summarizer", func: ast.AST) -> Optional[str]:
     """The callee of a call handing on a callable, when it may run a checkpoint: a checkpoint API,
-    transformers' `self._gradient_checkpointing_func`, a method of the same class, or a function of
-    this module or another (library functions are left out)."""
+    `self.NAME` (transformers' `self._gradient_checkpointing_func`, a method of the same class, an
+    attribute bound to a checkpoint function), or a function of this module or another (library
+    functions are left out)."""
     if isinstance(func, ast.Attribute) and _is_self(func.value):
-        return f"self.{func.attr}" if func.attr in methods or func.attr == HF_CHECKPOINT_FUNC_ATTR else None
+        return f"self.{func.attr}"  # a method, or an attribute holding a checkpoint function
     callee = summarizer.qualify(func)
     if callee is None or callee in KNOWN_APIS:
         return callee
@@ -3354,6 +3375,9 @@ class ProjectIndex:
             name = callee[len("self.") :]
             if name == HF_CHECKPOINT_FUNC_ATTR:
                 return True
+            held = self.attribute(owner, name) if owner else None
+            if held is not None and held.alias is not None:
+                return _checkpoint_api(self.canonical(held.alias.target))  # `self._ckpt = partial(checkpoint, ...)`
             method = next((f"{c.qualname}.{name}" for c in map(self.class_, self.ancestors(owner) if owner else ()) if c and name in c.methods), None)
             return method is not None and (self.forwards(method) or "").startswith("param:")
         target = self.canonical(callee)
@@ -3595,19 +3619,46 @@ class ProjectIndex:
         )
 
     def built_as_models(self) -> frozenset[str]:
+        """Classes script code builds as whole models, also through a project builder function
+        (`model = build_model(cfg)` where `build_model` returns `Net(...)`)."""
         if self._models is None:
-            self._models = frozenset(self.canonical(name) for m in self.modules.values() for name in m.models)
+            spelled = {self.canonical(name) for m in self.modules.values() for name in m.models}
+            self._models = frozenset(spelled | self._through_builders(spelled))
         return self._models
 
+    def _through_builders(self, names: Iterable[str]) -> set[str]:
+        """The classes the builder functions among `names` return (not a container they fill)."""
+        found: set[str] = set()
+        for name in names:
+            classes, container = self.built_classes(name)
+            if container is None and classes != (name,):
+                found.update(classes)
+            module, function = self.split(name)
+            registry = module.registry_builders.get(function) if module is not None else None
+            if registry is not None:
+                found.update(self.registry(registry) or ())
+        return found
+
     def constructed_classes(self) -> frozenset[str]:
-        """Classes some module builds as a submodule: their forward inputs come from a parent."""
+        """Classes some module builds as a submodule: their forward inputs come from a parent. A
+        class a builder returns is a part only where a module or helper code builds it (the builder
+        called for a submodule, or the class built by other helpers), not where script code builds
+        the whole model through that builder."""
         if self._constructed is None:
+            parts = {self.canonical(ctor) for m in self.modules.values() for c in m.classes.values() for a in c.attrs.values() for ctor in a.constructors}
+            through_model_builders = self._through_builders(self.canonical(name) for m in self.modules.values() for name in m.models)
             self._constructed = frozenset(
-                self.canonical(ctor) for m in self.modules.values() for c in m.classes.values() for a in c.attrs.values() for ctor in a.constructors
-            ) | self.factory_built_classes() | frozenset(
+                parts | self._through_builders(parts) | (self.factory_built_classes() - through_model_builders)
+            ) | frozenset(
                 self.canonical(cls) for m in self.modules.values() for cls, helper in m.handed_models if (self.returned_parameter(helper, False) or (None,))[0] != 0
             )
         return self._constructed
+
+
+def _checkpoint_api(qualname: str) -> bool:
+    """A torch checkpoint function (`torch.utils.checkpoint.checkpoint`, `checkpoint_sequential`)."""
+    api = KNOWN_APIS.get(qualname)
+    return api is not None and api.kind.runs_checkpoint and api.kind is not ApiKind.HF_FUNC
 
 
 def _reachable(start: set[str], edges: dict[str, set[str]]) -> set[str]:

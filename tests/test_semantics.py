@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -3053,3 +3054,90 @@ def test_closure_factories_capture_what_their_calls_pass(project, closure, expec
     project({"pyproject.toml": '[project]\nname = "pkg"\n', **files})
     report = CliRunner().invoke(main, [".", "--format", "json", "--no-cache", "--select", "CKPT003"])
     assert [f["code"] for f in json.loads(report.stdout)["findings"]] == (["CKPT003"] if expected else [])
+
+
+def test_a_model_script_code_builds_through_a_builder_is_a_whole_model(project):
+    """`model = build_model(cfg)` in a training script, where `build_model` (in the model's package)
+    returns `Net(...)`: Net is the whole model, its forward's inputs are data. The same builder
+    called to make a part (`self.trunk = build_model(cfg)`) keeps it a part."""
+    model = (
+        "import torch.utils.checkpoint as cp\nfrom torch import nn\n\n\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self, use_ckpt=False):\n"
+        "        super().__init__()\n"
+        "        self.use_ckpt = use_ckpt\n"
+        "        self.block = nn.Linear(4, 4)\n\n"
+        "    def _run(self, block, x):\n"
+        "        if self.use_ckpt:\n"
+        "            return cp.checkpoint(block, x, use_reentrant=True)\n"
+        "        return block(x)\n\n"
+        "    def forward(self, images):\n"
+        "        return self._run(self.block, images)\n\n\n"
+        "def build_model(cfg):\n"
+        "    return Net(use_ckpt=cfg.use_ckpt)\n"
+    )
+    train = (
+        "import torch\n\nfrom models import build_model\n\n\n"
+        "def main(cfg):\n"
+        "    model = build_model(cfg)\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    return model, opt\n"
+    )
+    root = project({"models/__init__.py": "from .net import Net, build_model\n", "models/net.py": model, "train.py": train})
+    report = lint_folder(root)
+    assert report.errors == []
+    assert {(Path(f.path).name, f.line, f.code) for f in report.findings if f.code != "CKPT006"} == {("net.py", 17, "CKPT001")}
+    wrapper = "from torch import nn\n\nfrom models import build_model\n\n\nclass Wrapper(nn.Module):\n    def __init__(self, cfg):\n        super().__init__()\n        self.trunk = build_model(cfg)\n\n    def forward(self, x):\n        return self.trunk(x)\n"
+    root = project({"models/__init__.py": "from .net import Net, build_model\n", "models/net.py": model, "train.py": train, "wrapper.py": wrapper})
+    assert {f.code for f in lint_folder(root).findings} <= {"CKPT006"}
+
+
+def test_a_model_script_code_builds_through_a_registry_builder_is_a_whole_model(project):
+    """`create_model(args.model)` returning `MODELS[name](**kwargs)` builds one of the registry's
+    classes as the whole model (timm's `create_model` shape); a parameter that shadows the
+    registry's name is no registry."""
+    net = (
+        "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self, dim=4):\n"
+        "        super().__init__()\n"
+        "        self.stem = nn.Linear(dim, dim)\n\n"
+        "    def forward(self, x):\n"
+        "        return checkpoint(self.stem, x, use_reentrant=True)\n"
+    )
+    init = "from .net import Net\n\nMODELS = {{'net': Net}}\n\n\ndef create_model({params}, **kwargs):\n    return MODELS[name](**kwargs)\n"
+    train = "from models import create_model\n\n\ndef main(args):\n    model = create_model(args.model, dim=4)\n    return model\n"
+    for params, expected in (("name", {("net.py", 11, "CKPT001")}), ("name, MODELS=None", set())):
+        root = project({"models/__init__.py": init.format(params=params), "models/net.py": net, "train.py": train})
+        report = lint_folder(root)
+        assert report.errors == []
+        assert {(Path(f.path).name, f.line, f.code) for f in report.findings if f.code != "CKPT006"} == expected, params
+
+
+def test_a_checkpoint_function_a_module_holds_as_an_attribute_is_a_checkpoint():
+    """`self._ckpt = partial(checkpoint, use_reentrant=True)` (or the function itself) in `__init__`,
+    called in `forward` or in a helper method (then each call of the helper is the site): a checkpoint
+    with the partial's keywords."""
+    body = """
+        from torch.utils.checkpoint import checkpoint as ckpt
+
+        class Net(nn.Module):
+            def __init__(self, reentrant=True):
+                super().__init__()
+                self.stem = nn.Linear(4, 4)
+                self.block = nn.Linear(4, 4)
+                self._ckpt = functools.partial(ckpt, use_reentrant=True)
+                self._plain = ckpt
+                self._kept = functools.partial(ckpt, use_reentrant=False)
+
+            def _run(self, fn, *args):
+                return self._ckpt(fn, *args)
+
+            def forward(self, x):
+                h = self._run(self.stem, x)
+                h = self._plain(self.block, x, use_reentrant=True)
+                return self._kept(self.block, x) + h
+
+        model = Net()
+    """
+    assert findings(body) == {(17, "CKPT001"), (18, "CKPT001")}

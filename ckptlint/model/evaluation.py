@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from ckptlint.ast_nodes import CONSTANT_KEY
+from ckptlint.index import Alias
 from ckptlint.model import command_line
 from ckptlint.model.command_line import is_parser
 from ckptlint.model.dataflow import tensor_attribute
@@ -161,9 +162,15 @@ class Evaluation:
         canonical = self.index.canonical(qualname)
         alias = self.index.alias(canonical)
         if alias is not None and alias.is_partial:
-            keywords = {k: self.bound_keyword(v) for k, v in alias.keywords.items()}
-            return Partial(self.ref(alias.target), (), keywords, {}, _ELSEWHERE)
+            return self.aliased(alias)
         return Ref(canonical)
+
+    def aliased(self, alias: Alias) -> Value:
+        """What a name bound to `target` or `partial(target, kw=...)` elsewhere holds."""
+        if not alias.is_partial:
+            return self.ref(alias.target)
+        keywords = {k: self.bound_keyword(v) for k, v in alias.keywords.items()}
+        return Partial(self.ref(alias.target), (), keywords, {}, _ELSEWHERE)
 
     def lookup(self, name: str) -> Value:
         innermost = True
@@ -208,6 +215,9 @@ class Evaluation:
         receiver = self.scope.bindings["self"]
         if isinstance(receiver, Param) and self.index.is_record(owner) and self.index.attribute_holder(owner, attr) is not None:
             return AttributeOf(receiver, attr)  # `CkptConfig.kwargs`: the fields of the object it is called on
+        binding = self.index.attribute(owner, attr)
+        if binding is not None and binding.alias is not None:
+            return self.aliased(binding.alias)  # `self._ckpt = partial(checkpoint, use_reentrant=True)`
         return self.flow.attribute(owner, attr, f"self.{attr}")
 
     def evaluate(self, node: cst.BaseExpression) -> Value:
