@@ -1560,6 +1560,12 @@ class _FreezeFacts:
         named = chain[0] if chain and chain[0] != INPUT_EMBEDDINGS_CALL else None
         return (not chain), named, ".".join(chain)
 
+    def hooks_a_part(self, receiver: ast.AST) -> bool:
+        """A forward hook on a part of the object may make that part's output require grad: a
+        submodule of it, or the object itself when it is a parameter (a helper handed a part)."""
+        itself, _, path = self.target(receiver)
+        return bool(path) or (itself and self.base in self.params)
+
     def then(self, later: Freeze) -> None:
         later.path = self.path
         self.freeze = self.freeze.then(later)
@@ -1646,7 +1652,7 @@ class _FreezeFacts:
                 self.requires_grad(node.func.value, node.args[0] if node.args else ast.Constant(True), node, node.lineno)
             elif method == "enable_input_require_grads" and any(self.target(node.func.value)[::2]):  # the object or a part of it
                 self.then(Freeze(input_grad_hook=True))
-            elif method == "register_forward_hook" and self.target(node.func.value)[2]:
+            elif method == "register_forward_hook" and self.hooks_a_part(node.func.value):
                 self.then(Freeze(input_grad_hook=True))
             elif method in ("disable_input_require_grads", "set_input_embeddings") and self.target(node.func.value)[0]:
                 self.then(Freeze(hook_undone=True))
@@ -3048,6 +3054,8 @@ class ProjectIndex:
                 change = Freeze(attrs=(step.member,), line=effects[0][0].line, path=effects[0][0].path, paths=(step.member,))
             elif all(f.thawed and not f.everything and not f.attrs and not f.by_name for f, _ in effects):
                 change = Freeze(unfrozen=(step.member,), unfrozen_paths=(step.member,))
+            elif any(f.input_grad_hook for f, _ in effects):
+                change = Freeze(input_grad_hook=True)  # a hook on the part: its output may require grad
             else:
                 return _NO_FREEZE
             return change, frozenset(p for _, paths in effects for p in paths)

@@ -385,3 +385,54 @@ def test_training_arguments_built_in_another_module(project, kwargs, arguments, 
     result = CliRunner().invoke(main, [".", "--format", "json", "--no-cache", "--transformers-version", "4.57"])
     found = [(f["path"], f["line"], f["code"]) for f in json.loads(result.stdout)["findings"] if f["code"] == "CKPT005"]
     assert found == expected
+
+
+HOOKED_FRONT_END = '''
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+
+def freeze_front_end(model):
+    model.front.requires_grad_(False)
+
+
+def outputs_require_grad(module):
+    def _hook(mod, inputs, output):
+        output.requires_grad_(True)
+
+    return module.register_forward_hook(_hook)
+
+
+class Spotter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.front = nn.Linear(4, 4)
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(2))
+
+    def forward(self, wav):
+        h = self.front(wav)
+        for layer in self.layers:
+            h = checkpoint(layer, h, use_reentrant=True)
+        return h
+
+
+def build():
+    model = Spotter()
+    freeze_front_end(model)
+{hook}    return model
+'''
+
+
+@pytest.mark.parametrize(
+    "hook, expected",
+    [
+        ("", {26}),
+        # A helper handed the frozen part registers a forward hook on it: its output may require grad.
+        ("    outputs_require_grad(model.front)\n", set()),
+        ("    model.front.register_forward_hook(lambda m, i, o: o.requires_grad_(True))\n", set()),
+    ],
+)
+def test_a_hook_a_helper_registers_on_the_frozen_part_it_is_handed(hook, expected):
+    report = lint_text(HOOKED_FRONT_END.format(hook=hook))
+    assert report.errors == []
+    assert {f.line for f in report.findings if f.code == "CKPT005"} == expected
