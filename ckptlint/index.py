@@ -20,6 +20,7 @@ from ckptlint.ast_nodes import CONSTANT_KEY, Literal, frozen_table, in_source_or
 from ckptlint.model.apis import (
     AUTOGRAD_FUNCTIONS,
     CHECKPOINT_WRAPPER,
+    DEEP_COPIES,
     ENABLE_GRAD,
     HF_CHECKPOINT_FUNC_ATTR,
     HF_GC_LAYER,
@@ -1263,6 +1264,8 @@ class _Summarizer:
                         new = self.binding(value, local_elements, init_params)
                         if isinstance(value, ast.Name) and value.id in init_params:
                             new.param = value.id
+                        elif (copied := self.deep_copied_param(value, init_params)) is not None:
+                            new = AttrBinding(param=copied)  # `self.teacher = copy.deepcopy(student)`: a module of the class handed in
                         elif (defaulted := _defaulted_param(value, init_params)) is not None:
                             new.param, new.fallback = defaulted
                         old = attrs.get(attr)
@@ -1271,6 +1274,11 @@ class _Summarizer:
                         # A list of modules, or one module (`conv = Block()`, then maybe `conv =
                         # checkpoint_wrapper(conv, ...)`) that an attribute takes later.
                         local_elements[target.id] = list(self.constructors(node.value, local_elements))
+
+    def deep_copied_param(self, value: ast.AST, init_params: frozenset[str]) -> Optional[str]:
+        if isinstance(value, ast.Call) and len(value.args) == 1 and isinstance(value.args[0], ast.Name) and self.qualify(value.func) in DEEP_COPIES:
+            return value.args[0].id if value.args[0].id in init_params else None
+        return None
 
     def binding(self, value: ast.AST, local_elements: dict[str, list[str]], init_params: frozenset[str] = frozenset()) -> AttrBinding:
         binding = self._binding(value, local_elements)

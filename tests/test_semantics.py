@@ -3141,3 +3141,82 @@ def test_a_checkpoint_function_a_module_holds_as_an_attribute_is_a_checkpoint():
         model = Net()
     """
     assert findings(body) == {(17, "CKPT001"), (18, "CKPT001")}
+
+
+def test_a_deep_copy_of_a_constructor_argument_holds_a_module_of_the_same_class():
+    """`self.teacher = copy.deepcopy(student)` in `__init__`: the teacher is a model of the class
+    handed in, with its flags and train mode, so calling it under `no_grad` runs its checkpoints
+    for nothing (CKPT008); kept apart from the student, whose call records grad."""
+    body = """
+        import copy
+
+        class Encoder(nn.Module):
+            def __init__(self, use_checkpoint=False):
+                super().__init__()
+                self.blocks = nn.ModuleList(nn.Linear(4, 4) for _ in range(2))
+                self.use_checkpoint = use_checkpoint
+
+            def forward(self, x):
+                for blk in self.blocks:
+                    if self.use_checkpoint and self.training:
+                        x = checkpoint(blk, x, use_reentrant=False)
+                    else:
+                        x = blk(x)
+                return x
+
+        class SelfDistill(nn.Module):
+            def __init__(self, student):
+                super().__init__()
+                self.student = student
+                self.teacher = copy.deepcopy(student)
+
+            def loss(self, view):
+                s = self.student(view)
+                with torch.no_grad():
+                    t = self.teacher(view)
+                return (s - t).pow(2).mean()
+
+        model = SelfDistill(Encoder(use_checkpoint=True))
+        model.train()
+        model.loss(torch.randn(2, 4)).backward()
+    """
+    assert findings(body) == {(27, "CKPT008")}
+
+
+SPREAD_CONFIG = """
+    class Encoder(nn.Module):
+        def __init__(self, dim=4, use_checkpoint=False):
+            super().__init__()
+            self.blocks = nn.ModuleList(nn.Linear(dim, dim) for _ in range(2))
+            self.use_checkpoint = use_checkpoint
+
+        def forward(self, x):
+            for blk in self.blocks:
+                if self.use_checkpoint and self.training:
+                    x = checkpoint(blk, x, use_reentrant=False)
+                else:
+                    x = blk(x)
+            return x
+
+    CONFIG = {"encoder": {"dim": 4, "use_checkpoint": FLAG}, "lr": 0.1}
+    ARGS = {"dim": 4, "use_checkpoint": FLAG}
+
+    def main():
+        model = BUILD
+        model.train()
+        with torch.no_grad():
+            model(torch.randn(2, 4))
+
+    if __name__ == "__main__":
+        main()
+"""
+
+
+@pytest.mark.parametrize("build", ['Encoder(**CONFIG["encoder"])', "Encoder(**ARGS)", 'Encoder(**{**ARGS, "dim": 4})'])
+@pytest.mark.parametrize("flag, expected", [("True", {23}), ("False", set())])
+def test_a_construction_spreading_a_table_of_settings_passes_its_entries(build, flag, expected):
+    """`Encoder(**CONFIG["encoder"])`, `Encoder(**ARGS)`: the entries of a module-level dict are the
+    keywords the construction passes, so a flag the table switches on gates the checkpoint that runs
+    under `no_grad` (CKPT008). (A `cfg` parameter defaulting to the table is not followed yet.)"""
+    body = SPREAD_CONFIG.replace("BUILD", build).replace("FLAG", flag)
+    assert {line for line, code in findings(body) if code == "CKPT008"} == expected

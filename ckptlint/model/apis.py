@@ -147,3 +147,6 @@ GLOBAL_HOOK_REGISTRATIONS = {
 # peft's calls that wrap the model they are handed (frozen but for the adapters); the wrapper holds it.
 PEFT_WRAPPERS = frozenset({"peft.get_peft_model", "peft.mapping.get_peft_model", "peft.mapping_func.get_peft_model"})
 PEFT_MODEL_CLASSES = ("peft.PeftModel", "peft.peft_model.PeftModel")  # and `.from_pretrained`, the task subclasses
+
+# Copies of a module: a module of the same class, with the same flags and train/eval mode.
+DEEP_COPIES = frozenset({"copy.deepcopy"})

@@ -16,7 +16,8 @@ from ckptlint.model import command_line
 from ckptlint.model.command_line import is_parser
 from ckptlint.model.dataflow import tensor_attribute
 from ckptlint.model.hf_configs import built_config, built_elsewhere, is_transformers_model
-from ckptlint.model.model_states import DEEP_COPIES, returned_argument
+from ckptlint.model.apis import DEEP_COPIES
+from ckptlint.model.model_states import returned_argument
 from ckptlint.model.scope import CallArguments
 from ckptlint.model.shapes import bound_names, is_self, is_super, none_test
 from ckptlint.model.sites import FlagStatus, FunctionFacts
@@ -560,15 +561,20 @@ class Evaluation:
 
     def construction_arguments(self, node: cst.Call) -> Optional[tuple[tuple[str, tuple], ...]]:
         """A project class's construction arguments, described as the index describes them
-        (ckptlint/model/construction.py): literals, anything else unknown; None with `*args`/`**kwargs`."""
-        if any(a.star for a in node.args):
-            return None
-        positional = (a for a in node.args if a.keyword is None)
+        (ckptlint/model/construction.py): literals, anything else unknown; the entries of a table of
+        settings spread into it (`Net(**CONFIG["model"])`, its keys all known); None with `*args`
+        or any other `**kwargs`."""
+        positional = (a for a in node.args if a.keyword is None and not a.star)
         keys = {id(a): f"#{i}" for i, a in enumerate(positional)}
         described = []
         for arg in node.args:
             value = self.evaluate(arg.value)
-            described.append((arg.keyword.value if arg.keyword else keys[id(arg)], _described(value)))
+            if arg.star == "**" and isinstance(value, DictLit) and value.complete:
+                described.extend((key, _described(entry)) for key, entry in value.entries.items())
+            elif arg.star:
+                return None
+            else:
+                described.append((arg.keyword.value if arg.keyword else keys[id(arg)], _described(value)))
         return tuple(described)
 
     def tensor_method(self, receiver: Value, method: str, node: cst.Call) -> Optional[Value]:

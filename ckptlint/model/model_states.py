@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Optional, Union
 import libcst as cst
 
 from ckptlint.mode_effects import MAY_CHANGE_MODE, ModeEffect
-from ckptlint.model.apis import HF_MODEL_CONSTRUCTOR
+from ckptlint.model.apis import DEEP_COPIES, HF_MODEL_CONSTRUCTOR
 from ckptlint.model.shapes import is_self
 from ckptlint.model.sites import ModelState
 from ckptlint.model.torch_knowledge import MODULE_SELF_METHODS
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from ckptlint.model.builder import ModelBuilder
     from ckptlint.model.scope import Scope
 
-DEEP_COPIES = frozenset({"copy.deepcopy"})
 # Wrappers whose `.module` is the module they were given (its train()/eval() switch that module).
 DISTRIBUTED_WRAPPERS = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.DistributedDataParallel"})
 # Functions that hand back the module inside such a wrapper (the module itself when it has none).
