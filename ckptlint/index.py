@@ -2892,6 +2892,15 @@ class ProjectIndex:
                         holders.setdefault(self.canonical(ctor), []).append((c.qualname, attr))
         return holders
 
+    def checkpoints_what_it_builds(self, function: str) -> bool:
+        """A builder that switches transformers checkpointing on for the object it returns
+        (`model.gradient_checkpointing_enable(...)` before `return model`), and not off again."""
+        built = self._built_by(function)
+        if built is None:
+            return False
+        freeze = self.instance_freeze(built[1], built[0][len(built[1]) + 1 :], built[2])
+        return freeze is not None and freeze.checkpointing and not freeze.checkpointing_off
+
     def instance_freeze(self, module: str, function: str, ctor: str, depth: int = 0) -> Optional[Freeze]:
         """Freezing done to an object built by `ctor` in the top-level `function` of `module` (or in
         its module-level code) by the time the function ends; None when nothing may freeze it."""

@@ -3220,3 +3220,31 @@ def test_a_construction_spreading_a_table_of_settings_passes_its_entries(build, 
     under `no_grad` (CKPT008). (A `cfg` parameter defaulting to the table is not followed yet.)"""
     body = SPREAD_CONFIG.replace("BUILD", build).replace("FLAG", flag)
     assert {line for line, code in findings(body) if code == "CKPT008"} == expected
+
+
+@pytest.mark.parametrize(
+    "builder_tail, flagged",
+    [
+        ("    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})\n    return model\n", True),
+        ("    if cfg.grad_ckpt:\n        model.gradient_checkpointing_enable()\n    return model\n", True),
+        # Switched off again, or never on: the call under inference_mode checkpoints nothing.
+        ("    model.gradient_checkpointing_enable()\n    model.gradient_checkpointing_disable()\n    return model\n", False),
+        ("    return model\n", False),
+    ],
+)
+def test_a_builder_that_switches_checkpointing_on_hands_back_a_checkpointed_model(builder_tail, flagged):
+    """`model = build_model(cfg)` where the builder enables transformers checkpointing before it
+    returns the model: evaluating it under `inference_mode` in train mode runs the checkpoints for nothing."""
+    body = (
+        "from transformers import GPT2Config, GPT2LMHeadModel\n\n"
+        "def build_model(cfg):\n"
+        "    model = GPT2LMHeadModel(GPT2Config(n_layer=2))\n"
+        + builder_tail +
+        "\n\ndef main(cfg):\n"
+        "    model = build_model(cfg)\n"
+        "    model.train()\n"
+        "    with torch.inference_mode():\n"
+        "        model(input_ids=torch.zeros(2, 4, dtype=torch.long))\n"
+    )
+    call_line = body[: body.index("        model(input_ids")].count("\n") + 1
+    assert {line for line, code in findings(body) if code == "CKPT008"} == ({call_line} if flagged else set()), body

@@ -167,6 +167,9 @@ def _unkeyed_state(builder: "ModelBuilder", expr: cst.BaseExpression) -> ModelSt
     returned = _returned_state(builder, expr)
     if returned is not None:
         return returned
+    targets, bound = builder.call_targets(callee)
+    if len(targets) == 1 and not bound and builder.index.checkpoints_what_it_builds(targets[0]):
+        return ModelState(checkpointing=expr)  # `model = build_model(cfg)` that switched it on; mode as the builder left it
     if isinstance(callee, Ref) and (isinstance(builder.evaluate(expr), ModuleObject) or HF_MODEL_CONSTRUCTOR.fullmatch(callee.qualname)):
         return ModelState(training=True)  # nn.Module.__init__ leaves it in train mode
     return ModelState()
