@@ -3248,3 +3248,22 @@ def test_a_builder_that_switches_checkpointing_on_hands_back_a_checkpointed_mode
     )
     call_line = body[: body.index("        model(input_ids")].count("\n") + 1
     assert {line for line, code in findings(body) if code == "CKPT008"} == ({call_line} if flagged else set()), body
+
+
+@pytest.mark.parametrize("mask", ["input_ids.eq(0)", "input_ids.ne(0).long()", "x.abs().argmax(-1)", "(x > 0)", "x.isnan()"])
+def test_a_mask_computed_from_the_inputs_never_requires_grad(mask):
+    """A boolean or integer tensor (`ids.eq(0)`, `.argmax()`, `x > 0`) handed to a reentrant
+    checkpoint beside raw data does not make any input require grad (CKPT001)."""
+    body = f"""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = nn.Linear(4, 4)
+
+            def forward(self, x, input_ids):
+                pad = {mask}
+                return checkpoint(self.layer, x, pad, use_reentrant=True)
+
+        model = Net()
+    """
+    assert findings(body) == {(9, "CKPT001")}

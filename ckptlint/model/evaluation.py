@@ -24,6 +24,7 @@ from ckptlint.model.sites import FlagStatus, FunctionFacts
 from ckptlint.model.torch_knowledge import (
     CONTAINERS,
     DATA_LOADERS,
+    GRAD_FREE_METHODS,
     GRAD_NEUTRAL_METHODS,
     GRAD_NEUTRAL_PREFIXES,
     MODULE_SELF_METHODS,
@@ -71,7 +72,7 @@ BUILTINS = frozenset({"dict", "list", "tuple", "print", "len", "range", "enumera
 _NUMBERS = (cst.Integer, cst.Float)
 _SEQUENCES = (cst.Tuple, cst.List, cst.Set)
 # The node classes `evaluate` tells apart, in the order it tests them.
-_EVALUATED = (cst.Name, _NUMBERS, cst.SimpleString, cst.Attribute, cst.Subscript, cst.BinaryOperation, cst.UnaryOperation, cst.Dict, _SEQUENCES, cst.Call, cst.Lambda, cst.IfExp, cst.BooleanOperation)
+_EVALUATED = (cst.Name, _NUMBERS, cst.SimpleString, cst.Attribute, cst.Subscript, cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.Dict, _SEQUENCES, cst.Call, cst.Lambda, cst.IfExp, cst.BooleanOperation)
 _BRANCHES: dict[type, object] = {}
 
 
@@ -274,6 +275,10 @@ class Evaluation:
             return join_grad([self.evaluate(node.left), self.evaluate(node.right)], Spelling("`{}`", node))
         if branch is cst.UnaryOperation:
             return self.evaluate(node.expression)
+        if branch is cst.Comparison:
+            # `x > 0` of a tensor is a boolean tensor; of anything else, not a tensor that may carry grad either.
+            operands = [self.evaluate(node.left), *(self.evaluate(c.comparator) for c in node.comparisons)]
+            return Tensor(Grad.NONE, Spelling("`{}` is a boolean tensor", node)) if any(isinstance(o, (Tensor, *SYMBOLIC)) for o in operands) else UNKNOWN
         if branch is cst.Dict:
             return self.dict_literal(node)
         if branch is _SEQUENCES:
@@ -589,6 +594,8 @@ class Evaluation:
             return UNKNOWN
         if isinstance(receiver, SYMBOLIC) and method in MODULE_SELF_METHODS:
             return join_grad([receiver], Spelling("`{}`", node))
+        if method in GRAD_FREE_METHODS and isinstance(receiver, (Tensor, *SYMBOLIC)):
+            return Tensor(Grad.NONE, Spelling("`{}` is a boolean or integer tensor", node))
         if method in GRAD_NEUTRAL_METHODS:
             origin = receiver.origin if isinstance(receiver, Tensor) else Spelling("`{}`", node)
             return join_grad([receiver, *(self.evaluate(a.value) for a in node.args if not a.star)], origin)

@@ -112,6 +112,13 @@ GRAD_NEUTRAL_METHODS = frozenset(
         "unflatten", "tril", "triu", "diagonal",
     }
 )  # fmt: skip
+# Tensor methods whose result never requires grad: comparisons, indices and integer or boolean casts.
+GRAD_FREE_METHODS = frozenset(
+    {
+        "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "isclose", "logical_not", "logical_and",
+        "logical_or", "logical_xor", "argmax", "argmin", "argsort", "nonzero", "long", "int", "bool", "byte", "short",
+    }
+)  # fmt: skip
 # Tensor methods and torch functions that cut a tensor into a tuple of slices, each like the whole.
 SPLITTING_METHODS = frozenset({"chunk", "split", "unbind", "tensor_split", "hsplit", "vsplit", "dsplit", "split_with_sizes"})
 SPLITTING_FUNCTIONS = frozenset(f"torch.{name}" for name in SPLITTING_METHODS)
