@@ -3267,3 +3267,24 @@ def test_a_mask_computed_from_the_inputs_never_requires_grad(mask):
         model = Net()
     """
     assert findings(body) == {(9, "CKPT001")}
+
+
+@pytest.mark.parametrize("kwargs", ['CFG["kw"]', 'cfg["kw"]', 'cfg.get("kw")', 'CFG.get("kw")', 'cfg.get("kw", {})'])
+@pytest.mark.parametrize("preserve, flagged", [("False", True), ("True", False)])
+def test_checkpointing_kwargs_looked_up_in_a_table_of_settings(kwargs, preserve, flagged):
+    """`gradient_checkpointing_kwargs=cfg["kw"]` (or `.get("kw")`) of a module-level table, read
+    directly or through a parameter that defaults to it: its `preserve_rng_state` is known (CKPT002
+    on a model whose dropout draws)."""
+    body = f"""
+        from transformers import BertConfig, BertForSequenceClassification
+
+        CFG = {{"kw": {{"use_reentrant": False, "preserve_rng_state": {preserve}}}, "lr": 0.1}}
+
+        def main(cfg=CFG):
+            model = BertForSequenceClassification(BertConfig(hidden_dropout_prob=0.1))
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={kwargs})
+
+        if __name__ == "__main__":
+            main()
+    """
+    assert {code for _, code in findings(body)} == ({"CKPT002"} if flagged else set())

@@ -43,6 +43,7 @@ from ckptlint.model.values import (
     Defaulted,
     Derived,
     DictLit,
+    ItemOf,
     Grad,
     Instance,
     Items,
@@ -62,6 +63,7 @@ from ckptlint.model.values import (
     code,
     defaulted,
     element_of,
+    item_of,
     literal_value,
     every_submodule,
     join_grad,
@@ -267,6 +269,8 @@ class Evaluation:
                     return passed
                 if isinstance(whole, DictLit) and isinstance(key, cst.SimpleString) and key.evaluated_value in whole.entries:
                     return whole.entries[key.evaluated_value]  # type: ignore[index]  # `RUN["train"]` of a literal table
+                if isinstance(whole, SYMBOLIC) and isinstance(key, cst.SimpleString) and isinstance(key.evaluated_value, str):
+                    return ItemOf(whole, key.evaluated_value, UNKNOWN)  # `cfg["memory"]` of a table handed in
             index = _literal_index(node) if isinstance(whole, Items) else None
             if index is not None and -len(whole.values) <= index < len(whole.values):  # type: ignore[union-attr]
                 return whole.values[index]  # type: ignore[union-attr]  # `parser.parse_known_args()[0]`, `pair[1]`
@@ -321,6 +325,9 @@ class Evaluation:
             passed = self.keyword_passed(receiver, node.args[0].value) if method == "get" and node.args and not node.args[0].keyword else None
             if passed is not None:
                 return passed
+            looked_up = self.table_get(receiver, node) if method == "get" else None
+            if looked_up is not None:
+                return looked_up
             if isinstance(receiver, (Tensor, *SYMBOLIC)):
                 result = self.tensor_method(receiver, method, node)
                 if result is not None:
@@ -604,6 +611,17 @@ class Evaluation:
                 return Pieces(Tensor(receiver.grad, receiver.origin, receiver.frozen))
             return join_grad([receiver], Spelling("`{}`", node))
         return UNKNOWN if isinstance(receiver, Tensor) else None
+
+    def table_get(self, mapping: Value, node: cst.Call) -> Optional[Value]:
+        """`table.get("key")` / `table.get("key", default)` of a literal table or one a parameter holds."""
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        if not (isinstance(mapping, (DictLit, *SYMBOLIC)) and 1 <= len(positional) == len(node.args) <= 2):
+            return None
+        key = positional[0].value
+        if not (isinstance(key, cst.SimpleString) and isinstance(key.evaluated_value, str)):
+            return None
+        missing = self.evaluate(positional[1].value) if len(positional) == 2 else Const(None)
+        return item_of(mapping, key.evaluated_value, missing)
 
     def keyword_passed(self, mapping: Value, key: cst.BaseExpression) -> Optional[Param]:
         """`kwargs["model"]` / `kwargs.get("model")` on this function's own `**kwargs`: what its callers

@@ -1,16 +1,15 @@
-"""The checkpointing mode a transformers kwargs dict selects, shared by the LibCST pass and by the
+"""The checkpointing mode and RNG setting a transformers kwargs dict selects, shared by the LibCST pass and by the
 resolution of a dict that arrives from a function's callers."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
+
+import libcst as cst
 
 from ckptlint.model.sites import FlagStatus, Mode
 from ckptlint.model.values import Const, DictLit, Value
 from ckptlint.versions import LibraryVersions, torch_default_reentrant, transformers_default_reentrant
-
-if TYPE_CHECKING:
-    import libcst as cst
 
 
 def hf_kwargs_mode(
@@ -46,3 +45,15 @@ def hf_kwargs_mode(
             )
         return Mode(None, FlagStatus.MAYBE, f"{keyword} may carry use_reentrant through entries the analysis cannot resolve", node)
     return Mode(None, FlagStatus.MAYBE, f"{keyword} is not resolved", node)
+
+
+def hf_preserve_rng_state(kwargs: Value, kwargs_node: Optional[cst.CSTNode]) -> tuple[Optional[bool], Optional[cst.CSTNode]]:
+    """`preserve_rng_state` in transformers' checkpointing kwargs, which reach torch's checkpoint, and
+    where to report it: the dict entry when the call spells the dict, else the call's keyword (a
+    shared dict may configure other models too)."""
+    if not isinstance(kwargs, DictLit) or "preserve_rng_state" not in kwargs.entries:
+        return (True if isinstance(kwargs, DictLit) and kwargs.complete or kwargs == Const(None) else None), None
+    flag = kwargs.entries["preserve_rng_state"]
+    known = flag.value if isinstance(flag, Const) and isinstance(flag.value, bool) else None
+    spelled_here = isinstance(kwargs_node, cst.Arg) and kwargs_node.value is kwargs.node
+    return known, (kwargs.entry_nodes.get("preserve_rng_state") if spelled_here else kwargs_node)

@@ -22,7 +22,7 @@ from ckptlint.model.apis import (
 )
 from ckptlint.model.evaluation import passed_to
 from ckptlint.model.model_states import model_key
-from ckptlint.model.modes import hf_kwargs_mode
+from ckptlint.model.modes import hf_kwargs_mode, hf_preserve_rng_state
 from ckptlint.model.scope import CallArguments
 from ckptlint.model.shapes import free_names
 from ckptlint.model.sites import ApiKind, CheckpointSite, FlagStatus, Mode
@@ -31,7 +31,6 @@ from ckptlint.model.values import (
     ELEMENT,
     UNKNOWN,
     Const,
-    DictLit,
     Instance,
     Items,
     Lambda,
@@ -509,18 +508,6 @@ class SiteConstruction:
                 site.notes.append(f"`{flag}` is not a literal; assuming it may be True")
             return site
         return None
-
-
-def hf_preserve_rng_state(kwargs: Value, kwargs_node: Optional[cst.CSTNode]) -> tuple[Optional[bool], Optional[cst.CSTNode]]:
-    """`preserve_rng_state` in transformers' checkpointing kwargs, which reach torch's checkpoint, and
-    where to report it: the dict entry when the call spells the dict, else the call's keyword (a
-    shared dict may configure other models too)."""
-    if not isinstance(kwargs, DictLit) or "preserve_rng_state" not in kwargs.entries:
-        return (True if isinstance(kwargs, DictLit) and kwargs.complete or kwargs == Const(None) else None), None
-    flag = kwargs.entries["preserve_rng_state"]
-    known = flag.value if isinstance(flag, Const) and isinstance(flag.value, bool) else None
-    spelled_here = isinstance(kwargs_node, cst.Arg) and kwargs_node.value is kwargs.node
-    return known, (kwargs.entry_nodes.get("preserve_rng_state") if spelled_here else kwargs_node)
 
 
 # Keywords of the checkpoint APIs themselves: they never reach the checkpointed function.

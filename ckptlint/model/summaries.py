@@ -19,7 +19,7 @@ from ckptlint.model.construction import object_fields
 from ckptlint.model.dataflow import Dataflow, entry_value, tensor_attribute
 from ckptlint.model.apis import CONTROL_KEYWORDS, HF_ENABLE_METHODS, KNOWN_APIS
 from ckptlint.model.sites import ApiKind, CallRecord, CheckpointSite, FlagStatus, FunctionFacts, Mode, ModelHandOff, WrapperCall
-from ckptlint.model.modes import hf_kwargs_mode
+from ckptlint.model.modes import hf_kwargs_mode, hf_preserve_rng_state
 from ckptlint.model.shapes import free_names
 from ckptlint.versions import torch_default_reentrant, transformers_default_reentrant
 from ckptlint.model.values import (
@@ -32,6 +32,7 @@ from ckptlint.model.values import (
     Derived,
     DictLit,
     ElementOf,
+    ItemOf,
     Grad,
     Instance,
     Items,
@@ -49,6 +50,7 @@ from ckptlint.model.values import (
     code,
     defaulted,
     element_of,
+    item_of,
     grad_on_some_path,
     join_grad,
     merge,
@@ -258,7 +260,11 @@ class Resolver:
         # transformers >= 5.0's Trainer turns an empty dict into None.
         empty_means_none = site.kind is ApiKind.HF_TRAINING_ARGS and not transformers_default_reentrant(self.model.versions.transformers)
         provenance = f" (its value in every call of `{_short(site.enclosing_function)}`)"
-        return {"kwargs_value": kwargs, "mode": hf_kwargs_mode(kwargs, node, keyword, self.model.versions, empty_means_none, provenance)}
+        preserve, preserve_node = hf_preserve_rng_state(kwargs, node)
+        return {
+            "kwargs_value": kwargs, "mode": hf_kwargs_mode(kwargs, node, keyword, self.model.versions, empty_means_none, provenance),
+            "preserve_rng_state": preserve, "preserve_rng_node": preserve_node,
+        }  # fmt: skip
 
     def default_mode(self, site: CheckpointSite) -> Mode:
         """The mode of a checkpoint call whose keywords are all known and lack `use_reentrant`."""
@@ -314,6 +320,8 @@ class Resolver:
             return self.derived(value, depth)
         if isinstance(value, ElementOf):
             return element_of(self.value(value.base, depth))
+        if isinstance(value, ItemOf):
+            return item_of(self.value(value.base, depth), value.key, value.missing)
         if isinstance(value, AttributeOf):
             return self.attribute(self.value(value.base, depth), value.attr)
         if isinstance(value, CallOf):
@@ -590,6 +598,8 @@ class _Binding:
             return replace(value, sources=tuple(self.value(s) for s in value.sources))
         if isinstance(value, ElementOf):
             return ElementOf(self.value(value.base))
+        if isinstance(value, ItemOf):
+            return item_of(self.value(value.base), value.key, value.missing)
         if isinstance(value, AttributeOf):
             return AttributeOf(self.value(value.base), value.attr)
         if isinstance(value, CallOf):

@@ -276,6 +276,16 @@ class ElementOf:
 
 
 @dataclass(frozen=True)
+class ItemOf:
+    """`base["key"]` or `base.get("key", missing)` of a mapping a parameter holds (a table of
+    settings handed down); `missing`: what it gives when the table holds no such key."""
+
+    base: "Value"
+    key: str
+    missing: "Value"
+
+
+@dataclass(frozen=True)
 class AttributeOf:
     """`base.attr` (`model.blocks`, `model.config`)."""
 
@@ -324,13 +334,13 @@ class Defaulted:
     falsy: bool
 
 
-SYMBOLIC = (Param, ElementOf, AttributeOf, CallOf, Derived, OneOf, Defaulted)
+SYMBOLIC = (Param, ElementOf, ItemOf, AttributeOf, CallOf, Derived, OneOf, Defaulted)
 # A merge of more alternatives than this is simply unknown.
 _MAX_OPTIONS = 4
 
 Value = Union[
     Unknown, Const, DictLit, Ref, Partial, Lambda, ModuleObject, Param, LocalFunction, DataSource, Tensor, Instance, ParsedArgs, Items,
-    Pieces, ElementOf, AttributeOf, CallOf, Derived, OneOf, Defaulted,
+    Pieces, ElementOf, ItemOf, AttributeOf, CallOf, Derived, OneOf, Defaulted,
 ]  # fmt: skip
 
 
@@ -426,6 +436,18 @@ def every_submodule(module: ModuleObject, walk: str) -> ModuleObject:
     step = ("" if module.path else "|".join(module.classes), SUBMODULES)
     container = NAMED_WALK if walk.startswith("named_") else WALK
     return ModuleObject((ANY_MODULE,), f"a module inside {module.origin}", container, path=(*module.path, step))
+
+
+def item_of(value: Value, key: str, missing: Value) -> Value:
+    """`value[key]` / `value.get(key, missing)`: a literal table's entry, open while the table is a
+    parameter's, else an element as for any index."""
+    if isinstance(value, DictLit):
+        if key in value.entries:
+            return value.entries[key]
+        return missing if value.complete else UNKNOWN
+    if isinstance(value, SYMBOLIC):
+        return ItemOf(value, key, missing)
+    return element_of(value)
 
 
 def element_of(value: Value) -> Value:
