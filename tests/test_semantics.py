@@ -3288,3 +3288,44 @@ def test_checkpointing_kwargs_looked_up_in_a_table_of_settings(kwargs, preserve,
             main()
     """
     assert {code for _, code in findings(body)} == ({"CKPT002"} if flagged else set())
+
+
+@pytest.mark.parametrize("masker_class, call", [("Masker(nn.Module)", "forward"), ("Masker", "__call__")])
+def test_a_part_built_for_some_layers_only_runs_in_their_regions(masker_class, call):
+    """`Layer(d, masker if i == 1 else None)`: the layer that holds the masker calls it in its
+    checkpointed forward (`if self.masker is not None:`), so the masker's draws from its own
+    generator are inside that region (CKPT002); a plain object with `__call__` runs that."""
+    body = f"""
+        class {masker_class}:
+            def __init__(self):
+                super().__init__()
+                self.gen = torch.Generator().manual_seed(0)
+
+            def {call}(self, x):
+                return x * (torch.rand(x.shape, generator=self.gen) > 0.1)
+
+        class Layer(nn.Module):
+            def __init__(self, masker=None):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.masker = masker
+
+            def forward(self, x):
+                if self.training and self.masker is not None:
+                    x = self.masker(x)
+                return self.fc(x)
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                masker = Masker()
+                self.layers = nn.ModuleList(Layer(masker if i == 1 else None) for i in range(3))
+
+            def forward(self, x):
+                for layer in self.layers:
+                    x = checkpoint(layer, x, use_reentrant=False)
+                return x
+
+        model = Net()
+    """
+    assert findings(body) == {(8, "CKPT002")}

@@ -301,7 +301,11 @@ class Evaluation:
                 default, kept = (node.body, node.orelse) if is_none else (node.orelse, node.body)
                 if isinstance(kept, cst.Name) and kept.value == name:
                     return defaulted(self.evaluate(kept), self.evaluate(default), falsy=False)
-            return merge(self.evaluate(node.body), self.evaluate(node.orelse))
+            body, orelse = self.evaluate(node.body), self.evaluate(node.orelse)
+            for part, other in ((body, orelse), (orelse, body)):
+                if isinstance(part, ModuleObject) and other == Const(None):
+                    return part  # `masker if i == 1 else None`: where it is called, it is the module
+            return merge(body, orelse)
         if branch is cst.BooleanOperation and isinstance(node.operator, cst.Or):
             return defaulted(self.evaluate(node.left), self.evaluate(node.right), falsy=True)
         return UNKNOWN

@@ -100,12 +100,14 @@ def region_of(model: "FileModel", function: Optional[Value], inputs: int = 0, bu
                 if key in seen:
                     continue
                 seen.add(key)
-                owner = current.index.forward_owner(cls)
-                located = _function(current, f"{owner.qualname}.forward") if owner else None
+                # A module runs its `forward`; an object of a plain class with `__call__` (a masker, an augmenter) that.
+                method = "forward" if current.index.forward_owner(cls) else "__call__"
+                owner = current.index.method_owner(cls, method)
+                located = _function(current, f"{owner.qualname}.{method}") if owner else None
                 if located is None:
                     region.complete = region.complete and cls.startswith("torch.nn.")
                     continue
-                via = _calls_from(caller, f"{owner.qualname}.forward") if called else (None, ())
+                via = _calls_from(caller, f"{owner.qualname}.{method}") if called else (None, ())
                 _add(region, work, located[0], located[1], cls, entry, inner, at, via)
                 # Submodules built in __init__ but called through helpers still run in the region.
                 for name in current.index.ancestors(cls):
