@@ -3329,3 +3329,33 @@ def test_a_part_built_for_some_layers_only_runs_in_their_regions(masker_class, c
         model = Net()
     """
     assert findings(body) == {(8, "CKPT002")}
+
+
+@pytest.mark.parametrize("stages", ["nn.ModuleList(nn.Linear(4, 4) for _ in range(2))", "nn.ModuleList(stage() for _ in range(2))"])
+def test_a_closure_in_forward_reads_the_methods_self(stages):
+    """`def run_stage(inp, i): out = self.stages[i](inp); pyramid.append(out)` checkpointed: the
+    closure's `self` is the method's, so its output is a tensor that leaves the region through the
+    list (CKPT007), also when each stage is a builder's `nn.Sequential` of layers with and without
+    parameters."""
+    body = f"""
+        def stage():
+            return nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stages = {stages}
+
+            def forward(self, x):
+                pyramid = []
+
+                def run_stage(inp, i):
+                    out = self.stages[i](inp)
+                    pyramid.append(out)
+                    return out
+
+                for i in range(len(self.stages)):
+                    x = checkpoint(run_stage, x, i, use_reentrant=True)
+                return x, pyramid
+    """
+    assert findings(body) == {(15, "CKPT007")}

@@ -177,6 +177,10 @@ class Dataflow:
             # `out, weights = self.attn(h, h, h)`: each part is such a tensor.
             part = replace(output, maybe_tuple=False)
             return Items(tuple(part if count == 1 else Items((part,) * count) for count in shapes.pop()))  # type: ignore[union-attr]
+        if verdicts == {True, False}:
+            # Alternatives with and without parameters (the layers of builders' blocks, flattened into a
+            # list): a tensor either way, whether it requires grad depends on which one runs.
+            return Tensor(Grad.UNKNOWN, f"output of `{module.origin}`", maybe_tuple=True)
         return UNKNOWN
 
     def frozen(self, owner: Optional[str], module: ModuleObject) -> Optional[str]:

@@ -213,10 +213,12 @@ class Evaluation:
         return literal_value(found[0], node) if found is not None else value
 
     def self_attribute(self, attr: str) -> Value:
-        owner = self.scope.class_qualname
-        if owner is None or "self" not in self.scope.bindings:
+        # The method's `self`, also as a closure defined in the method sees it (`def run_stage(x): self.stages[i](x)`).
+        method = next((s for s in reversed(self.scopes) if s.kind != "class" and "self" in s.bindings), None)
+        owner = method.class_qualname if method is not None else None
+        if owner is None:
             return UNKNOWN
-        receiver = self.scope.bindings["self"]
+        receiver = method.bindings["self"]
         if isinstance(receiver, Param) and self.index.is_record(owner) and self.index.attribute_holder(owner, attr) is not None:
             return AttributeOf(receiver, attr)  # `CkptConfig.kwargs`: the fields of the object it is called on
         binding = self.index.attribute(owner, attr)
