@@ -231,9 +231,12 @@ def _projected(outer: Freeze, attr: str) -> Freeze:
     frozen = tuple(p[len(prefix) :] for p in outer.paths if p.startswith(prefix))
     unfrozen = tuple(p[len(prefix) :] for p in outer.unfrozen_paths if p.startswith(prefix))
     everything = attr in outer.attrs and attr in outer.paths
-    if not (frozen or unfrozen or everything) or attr in outer.norms_trainable:
+    # Predicates on the holder's parameter names read on the part's (`model.wte.` -> `wte.`).
+    by_name = tuple([_below(predicate, prefix), state] for predicate, state in outer.by_name if _concerns(predicate, prefix))
+    if not (frozen or unfrozen or everything or by_name) or attr in outer.norms_trainable:
         return Freeze()  # nothing, or BatchNorm layers somewhere inside kept trainable
     return Freeze(
+        by_name=by_name,
         everything=everything,
         attrs=tuple(dict.fromkeys(p.split(".", 1)[0] for p in frozen if "." not in p or p.split(".", 1)[1] in _PARAMETER_LEAVES)),
         unfrozen=tuple(dict.fromkeys(p.split(".", 1)[0] for p in unfrozen)),
@@ -243,6 +246,26 @@ def _projected(outer: Freeze, attr: str) -> Freeze:
         unfrozen_paths=unfrozen,
         note=outer.note,
     )
+
+
+def _below(predicate: list, prefix: str) -> list:
+    """A predicate on a holder's parameter names, read on the names below `prefix` (a part's)."""
+    kind = predicate[0]
+    if kind in ("not", "and", "or"):
+        return [kind, *(_below(p, prefix) for p in predicate[1:])]
+    if kind == "startswith":
+        text = predicate[1]
+        if text.startswith(prefix):
+            return ["startswith", text[len(prefix) :]]
+        return _ALWAYS if prefix.startswith(text) else ["not", _ALWAYS]
+    if kind == "in" and predicate[1] in prefix:
+        return _ALWAYS
+    return predicate if kind in ("in", "endswith") else _UNKNOWN
+
+
+def _concerns(predicate: list, prefix: str) -> bool:
+    """Whether a name predicate may hold for some name below `prefix`."""
+    return _below(predicate, prefix) != ["not", _ALWAYS]
 
 
 def _uncertain(freeze: Freeze) -> Freeze:
@@ -917,9 +940,13 @@ class _Summarizer:
                     type(node) is ast.Assign and len(node.targets) == 1 and type(target := node.targets[0]) is ast.Attribute
                     and type(target.value) is ast.Name and target.value.id in held and type(node.value) is ast.Call
                 ):
-                    # `self.embed = frozen_table(...)`: the submodule is what a project builder returns.
+                    # `self.embed = frozen_table(...)`: the submodule is what a project builder returns;
+                    # `self.model = freeze_embeddings(GPT())`: what the helper does to the object it is handed.
+                    made = self.constructed(node.value)
                     builder = self.project_callee(node.value.func)
-                    if builder is not None and _function_like(builder):
+                    if made is not None and made[1] and all(step.callee and not step.member for step in made[1]):
+                        held[target.value.id].extend(replace(step, member=target.attr) for step in made[1])
+                    elif builder is not None and _function_like(builder):
                         held[target.value.id].append(FreezeStep(callee=builder, slot=RETURNED, member=target.attr, passed=self.literals_passed(node.value)))
                 elif track and type(node) is ast.Return and type(node.value) is ast.Call:
                     made = self.constructed(node.value)  # `return freeze(Net())`
@@ -1183,6 +1210,9 @@ class _Summarizer:
                     if isinstance(target, ast.Name) and value is not None:
                         # A dict of literals (`ckpt_kwargs = {"use_reentrant": True}`) starts as that dict.
                         attrs.setdefault(target.id, AttrBinding(constant=mapping, has_constant=True) if mapping is not None else self.binding(value, {}))
+        for stmt in node.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name not in ("__init__", "forward"):
+                self.collect_late_modules(stmt, attrs)
         recompute = recompute_layout(node, self.qualify) if any(b in AUTOGRAD_FUNCTIONS for b in bases) else None
         return ClassSummary(
             f"{self.module}.{node.name}", bases, attrs, tuple(methods), forward_no_grad, recompute, init_params, init_defaults, flag_setters,
@@ -1238,6 +1268,22 @@ class _Summarizer:
             for param, found in self.object_steps(body, params, methods=own, owner=owner, finetuning=finetuning)[0].items():
                 steps[param] += [replace(step, guard=guard) for step in found] if guard else found
         return steps
+
+    def collect_late_modules(self, method: Union[ast.FunctionDef, ast.AsyncFunctionDef], attrs: dict[str, AttrBinding]) -> None:
+        """Modules a method other than `__init__` builds into an attribute `__init__` leaves unset or
+        None (Lightning's `configure_model`, a trainer's `setup`): the attribute holds them once built."""
+        late: dict[str, AttrBinding] = {}
+        for node in _own_nodes(method):
+            if not isinstance(node, ast.Assign):
+                continue
+            for target in node.targets:
+                attr = _self_attr(target)
+                if attr is None or not (attr not in attrs or attrs[attr].has_constant and attrs[attr].constant is None or attr in late):
+                    continue
+                binding = self.binding(node.value, {})
+                if binding.constructors:
+                    late[attr] = _merge(late[attr], binding) if attr in late else binding
+        attrs.update(late)
 
     def collect_init(self, init: ast.FunctionDef, attrs: dict[str, AttrBinding]) -> None:
         init_params = _params(init) - {"self"}
@@ -1322,6 +1368,9 @@ class _Summarizer:
             elif ctor == CHECKPOINT_WRAPPER and value.args:
                 yield from self.constructors(value.args[0], local_elements)  # the wrapper runs (and forwards to) the module
             elif ctor:
+                if _function_like(ctor) and value.args and isinstance(value.args[0], ast.Call) and self.project_callee_name(ctor):
+                    # `freeze_embeddings(GPT())`: a helper handed the module most often hands it back.
+                    yield from self.constructors(value.args[0], local_elements)
                 yield ctor
         elif isinstance(value, (ast.List, ast.Tuple, ast.Set)):
             for element in value.elts:
@@ -1768,6 +1817,16 @@ def _name_predicate(test: ast.AST, name: Optional[str], params: frozenset[str] =
                 if isinstance(element.ops[0], ast.In) and is_name(element.comparators[0]) and isinstance(element.left, ast.Name) and element.left.id == loop.target.id:
                     return any_of("in", loop.iter) or _UNKNOWN
     return _UNKNOWN
+
+
+def _prefixed(predicate: list, prefix: str) -> list:
+    """A name predicate for the names of a part, read on the names of its holder (`prefix` + name):
+    `startswith` texts get the prefix; `in` and `endswith` hold alike."""
+    if predicate[0] == "startswith":
+        return ["startswith", prefix + predicate[1]]
+    if predicate[0] in ("not", "and", "or"):
+        return [predicate[0], *(_prefixed(p, prefix) for p in predicate[1:])]
+    return predicate
 
 
 def _texts_parameter(node: ast.AST, params: frozenset[str]) -> Optional[str]:
@@ -3073,6 +3132,12 @@ class ProjectIndex:
                 change = Freeze(unfrozen=(step.member,), unfrozen_paths=(step.member,))
             elif any(f.input_grad_hook for f, _ in effects):
                 change = Freeze(input_grad_hook=True)  # a hook on the part: its output may require grad
+            elif all(f == effects[0][0] for f, _ in effects) and (effects[0][0].paths or effects[0][0].by_name) and not (effects[0][0].unfrozen or effects[0][0].unfrozen_paths):
+                # Parts of the part (`freeze_embeddings(self.model)` freezing `wte`, or its parameters by
+                # name): those paths, and names, under it.
+                inner = effects[0][0]
+                by_name = tuple([["and", ["startswith", f"{step.member}."], _prefixed(predicate, f"{step.member}.")], state] for predicate, state in inner.by_name)
+                change = Freeze(paths=tuple(f"{step.member}.{p}" for p in inner.paths), by_name=by_name, line=inner.line, path=inner.path)
             else:
                 return _NO_FREEZE
             return change, frozenset(p for _, paths in effects for p in paths)
@@ -3700,16 +3765,22 @@ def _definition(block: Block) -> Optional[str]:
     return block.binds if block.definition else None
 
 
+def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
+    """The function's own nodes, not those of functions, lambdas or classes it defines."""
+    own: list[ast.AST] = []
+    pending: list[ast.AST] = list(function.body)
+    while pending:
+        node = pending.pop()
+        own.append(node)
+        pending.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)))
+    return own
+
+
 def _returns_sequence(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """Whether every `return` of the function hands back a list or tuple of no fixed length: a list
     comprehension, `tuple(...)` / `list(...)` of one, or of a local bound only to `[]` and appended
     to (`outs.append(x)`)."""
-    own: list[ast.AST] = []
-    pending: list[ast.AST] = list(function.body)
-    while pending:  # the function's own statements, not those of functions or classes it defines
-        node = pending.pop()
-        own.append(node)
-        pending.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)))
+    own = _own_nodes(function)
     returns = [n.value for n in own if isinstance(n, ast.Return)]
     assigned: dict[str, list[ast.expr]] = {}
     for node in own:

@@ -3359,3 +3359,60 @@ def test_a_closure_in_forward_reads_the_methods_self(stages):
                 return x, pyramid
     """
     assert findings(body) == {(15, "CKPT007")}
+
+
+LATE_MODEL = """
+    def freeze_by_module(model):
+        model.wte.requires_grad_(False)
+        return model
+
+    def freeze_by_name(model):
+        for name, p in model.named_parameters():
+            if name.startswith(("wte.", "wpe.")):
+                p.requires_grad = False
+        return model
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(16, 4)
+            self.wpe = nn.Embedding(8, 4)
+            self.h = nn.ModuleList(nn.Linear(4, 4) for _ in range(2))
+
+        def forward(self, idx):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            for blk in self.h:
+                x = checkpoint(blk, x, use_reentrant=True)
+            return x
+
+    class Runner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = None
+
+        def configure_model(self):
+            BUILD
+
+        def forward(self, idx):
+            return self.model(idx)
+
+    runner = Runner()
+    runner.configure_model()
+"""
+
+
+@pytest.mark.parametrize(
+    "build, expected",
+    [
+        ("self.model = freeze_by_name(GPT())", {(22, "CKPT005")}),
+        ("self.model = GPT()\n            freeze_by_name(self.model)", {(22, "CKPT005")}),
+        ("self.model = GPT()\n            freeze_by_module(self.model)", set()),  # `wpe` still trains: its output requires grad
+        ("self.model = GPT()\n            self.model.wte.requires_grad_(False)\n            self.model.wpe.requires_grad_(False)", {(22, "CKPT005")}),
+        ("self.model = GPT()", set()),
+    ],
+)
+def test_a_model_built_and_frozen_outside_init_into_an_attribute(build, expected):
+    """`self.model = None` in `__init__`, built in a setup method (Lightning's `configure_model`)
+    and frozen there, directly, by a helper handed it, or by a helper that freezes by parameter
+    name: the frozen embeddings feed the reentrant checkpoints (CKPT005)."""
+    assert findings(LATE_MODEL.replace("BUILD", build)) == expected
