@@ -3416,3 +3416,47 @@ def test_a_model_built_and_frozen_outside_init_into_an_attribute(build, expected
     and frozen there, directly, by a helper handed it, or by a helper that freezes by parameter
     name: the frozen embeddings feed the reentrant checkpoints (CKPT005)."""
     assert findings(LATE_MODEL.replace("BUILD", build)) == expected
+
+
+@pytest.mark.parametrize("wrap", ["Wrapper(layer)", "wrap(layer)"])
+def test_layers_wrapped_one_by_one_from_a_list_a_comprehension_built(wrap):
+    """`layers = [Layer() for _ in range(n)]`, then `layers = [Wrapper(l) for l in layers]` (or a
+    helper returning the wrapper, fairseq's `checkpoint_wrapper`): each wrapper checkpoints a Layer,
+    whose draw from Python's `random` the recompute repeats differently (CKPT002)."""
+    helper = "def wrap(module):\n            return Wrapper(module)\n" if wrap.startswith("wrap") else ""
+    body = f"""
+        class Layer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                if self.training and random.random() < 0.3:
+                    return x
+                return self.fc(x)
+
+        class Wrapper(nn.Module):
+            def __init__(self, module):
+                super().__init__()
+                self.module = module
+
+            def forward(self, *args):
+                return checkpoint(self.module, *args, use_reentrant=False)
+
+        {helper}
+        class Net(nn.Module):
+            def __init__(self, checkpointing=True):
+                super().__init__()
+                layers = [Layer() for _ in range(2)]
+                if checkpointing:
+                    layers = [{wrap} for layer in layers]
+                self.layers = nn.ModuleList(layers)
+
+            def forward(self, x):
+                for layer in self.layers:
+                    x = layer(x)
+                return x
+
+        model = Net()
+    """
+    assert findings(body) == {(8, "CKPT002")}

@@ -73,8 +73,11 @@ from ckptlint.model.values import (
 BUILTINS = frozenset({"dict", "list", "tuple", "print", "len", "range", "enumerate", "zip", "super", "isinstance", "setattr"})
 _NUMBERS = (cst.Integer, cst.Float)
 _SEQUENCES = (cst.Tuple, cst.List, cst.Set)
+_COMPREHENSIONS = (cst.ListComp, cst.GeneratorExp)
+# The container of modules a comprehension builds (a plain list, before `nn.ModuleList(layers)`).
+LIST_CONTAINER = "builtins.list"
 # The node classes `evaluate` tells apart, in the order it tests them.
-_EVALUATED = (cst.Name, _NUMBERS, cst.SimpleString, cst.Attribute, cst.Subscript, cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.Dict, _SEQUENCES, cst.Call, cst.Lambda, cst.IfExp, cst.BooleanOperation)
+_EVALUATED = (cst.Name, _NUMBERS, cst.SimpleString, cst.Attribute, cst.Subscript, cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.Dict, _SEQUENCES, _COMPREHENSIONS, cst.Call, cst.Lambda, cst.IfExp, cst.BooleanOperation)
 _BRANCHES: dict[type, object] = {}
 
 
@@ -291,6 +294,12 @@ class Evaluation:
             if any(isinstance(e, cst.StarredElement) for e in node.elements):
                 return UNKNOWN
             return Items(tuple(self.evaluate(e.value) for e in node.elements))
+        if branch is _COMPREHENSIONS:
+            # `[Layer(d) for _ in range(n)]`: a list of such modules (what else it builds stays unknown).
+            element = self.evaluate(node.elt)
+            if isinstance(element, ModuleObject) and not element.container:
+                return replace(element, origin=code(node), container=LIST_CONTAINER)
+            return UNKNOWN
         if branch is cst.Call:
             return self.evaluate_call(node)
         if branch is cst.Lambda:
