@@ -3460,3 +3460,34 @@ def test_layers_wrapped_one_by_one_from_a_list_a_comprehension_built(wrap):
         model = Net()
     """
     assert findings(body) == {(8, "CKPT002")}
+
+
+@pytest.mark.parametrize("mode, expected", [("model.train()", {(14, "CKPT008")}), ("model.eval()", set())])
+def test_a_model_handed_through_two_functions_to_a_no_grad_call(mode, expected):
+    """`main` trains the model, `loss_of(model, x)` hands it to `reference(model, x)`, which runs it
+    under `no_grad`: the train mode main hands it over in reaches the call two hand-offs away."""
+    body = f"""
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = nn.Linear(4, 4)
+
+            def forward(self, x):
+                if self.training:
+                    return checkpoint(self.block, x, use_reentrant=False)
+                return self.block(x)
+
+        def reference(model, x):
+            with torch.no_grad():
+                return model(x)
+
+        def loss_of(model, x):
+            ref = reference(model, x)
+            return (model(x) - ref).pow(2).mean()
+
+        def main():
+            model = Encoder()
+            {mode}
+            loss_of(model, torch.randn(2, 4)).backward()
+    """
+    assert findings(body) == expected

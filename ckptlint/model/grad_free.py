@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Iterator, Optional
 from ckptlint.model.caller_modes import one_line, through_trainer
 from ckptlint.model.construction import Context
 from ckptlint.model.regions import RegionPart, region_of
-from ckptlint.model.sites import ApiKind, CheckpointSite, GradFreeCall, ModelState
+from ckptlint.model.sites import ApiKind, CallRecord, CheckpointSite, FunctionFacts, GradFreeCall, ModelState
 from ckptlint.model.summaries import argument_key, bind
-from ckptlint.model.values import ModuleObject, Value, code
+from ckptlint.model.values import ModuleObject, Param, Value, code
 
 if TYPE_CHECKING:
     from ckptlint.index import ProjectIndex
@@ -70,8 +70,7 @@ def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> I
     facts = resolver.facts(call.function)
     calls = resolver.callers(call.function)
     for caller_model, record in (calls or []) if facts is not None else []:
-        key = argument_key(facts, record, call.param)
-        state = call.state if call.mode_here else record.states.get(key, ModelState()) if key is not None else ModelState()
+        state = call.state if call.mode_here else _handed_state(resolver, facts, record, call.param)
         reached = _reached(caller_model, resolver, resolver.value(bind(facts, record, call.param)), state, call.model)
         if reached:
             caller = f"`{_short(record.caller)}`" if record.caller not in model.index.modules else f"module-level code of `{record.caller}`"
@@ -80,6 +79,24 @@ def _verdicts(model: "FileModel", resolver: "Resolver", call: GradFreeCall) -> I
             trains = through_trainer(record, caller) if record.event is not None else f"{caller} hands {handed} over{mode} (`{code(record.node)}`)"
             yield GradFreeCheckpoint(call, through + reached, trains if mode else f"{trains}, and `{call.model}` {_ANY_MODE}", any_mode=not mode)
 
+
+def _handed_state(resolver: "Resolver", facts: FunctionFacts, record: CallRecord, param: str, depth: int = 0) -> ModelState:
+    """The state of the model `record` hands over as `param`: as the caller holds it, or, when the
+    caller was handed it in turn (`dpo_loss(model)` calling `reference_logps(model)`), as its own
+    callers hand it over, when they agree (bounded)."""
+    key = argument_key(facts, record, param)
+    state = record.states.get(key, ModelState()) if key is not None else ModelState()
+    passed = bind(facts, record, param)
+    if state.training is not None or state.checkpointing is not None or depth >= _MAX_HANDOFFS or not isinstance(passed, Param):
+        return state
+    outer = resolver.facts(passed.function)
+    calls = resolver.callers(passed.function) if outer is not None and passed.function == record.caller else None
+    states = [_handed_state(resolver, outer, r, passed.name, depth + 1) for _, r in calls or []]  # type: ignore[arg-type]
+    return states[0] if states and all(s == states[0] for s in states) else state
+
+
+# How many functions a model may be handed through before the call under no_grad.
+_MAX_HANDOFFS = 3
 
 # Why a call counts when the model is not known to be in train mode.
 _ANY_MODE = "checkpoints in any mode (nothing checks `self.training`), so `.eval()` does not stop it"
