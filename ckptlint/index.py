@@ -2196,6 +2196,8 @@ def _call_arguments(call: ast.Call, init_params: frozenset[str], forwarded: Opti
             return ["param", node.id]
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in init_params:
             return ["attr", node.value.id, node.attr]  # `nn.Dropout(config.dropout)`
+        if isinstance(node, ast.Dict) and node.keys and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.keys):
+            return ["dict", {k.value: described(v) for k, v in zip(node.keys, node.values)}]  # type: ignore[union-attr]  # `{"use_reentrant": args.reentrant}`
         return ["?"]
 
     arguments = {f"#{i}": described(a) for i, a in enumerate(call.args)}

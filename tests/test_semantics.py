@@ -3491,3 +3491,31 @@ def test_a_model_handed_through_two_functions_to_a_no_grad_call(mode, expected):
             loss_of(model, torch.randn(2, 4)).backward()
     """
     assert findings(body) == expected
+
+
+@pytest.mark.parametrize("reentrant, expected", [("True", {(11, "CKPT005")}), ("False", set())])
+def test_training_arguments_a_builder_fills_from_a_config_object(reentrant, expected):
+    """`make_args(rargs)` builds `TrainingArguments(..., gradient_checkpointing_kwargs={"use_reentrant":
+    rargs.reentrant})` from a dataclass its caller defaults (`rargs or RunArgs()`): the field's
+    default decides the mode the Trainer checkpoints the PEFT model in (CKPT005)."""
+    body = f"""
+        from dataclasses import dataclass
+        from peft import LoraConfig, get_peft_model
+        from transformers import Trainer, TrainingArguments, ViTConfig, ViTForImageClassification
+
+        @dataclass
+        class RunArgs:
+            reentrant: bool = {reentrant}
+
+        def make_args(rargs):
+            return TrainingArguments(output_dir="out", gradient_checkpointing=True, gradient_checkpointing_kwargs={{"use_reentrant": rargs.reentrant}})
+
+        def build(rargs=None):
+            rargs = rargs or RunArgs()
+            model = get_peft_model(ViTForImageClassification(ViTConfig()), LoraConfig(target_modules=["query"]))
+            return Trainer(model=model, args=make_args(rargs))
+
+        def main():
+            build().train()
+    """
+    assert findings(body) == expected

@@ -229,6 +229,18 @@ class Evaluation:
             return self.aliased(binding.alias)  # `self._ckpt = partial(checkpoint, use_reentrant=True)`
         return self.flow.attribute(owner, attr, f"self.{attr}")
 
+    def member_of(self, base: Value, attr: str, node: cst.BaseExpression) -> Value:
+        """`base.attr` for the value `base` (`node`: where it is spelled)."""
+        if isinstance(base, ModuleObject):
+            return self.flow.member(base, attr)
+        if isinstance(base, ParsedArgs):
+            return base.option(attr)
+        if isinstance(base, Tensor):
+            return tensor_attribute(base, attr)
+        if isinstance(base, SYMBOLIC):
+            return AttributeOf(base, attr)
+        return self.spelled_here(self.ref(f"{base.qualname}.{attr}"), node) if isinstance(base, Ref) else UNKNOWN
+
     def evaluate(self, node: cst.BaseExpression) -> Value:
         branch = _branch(node)
         if branch is cst.Name:
@@ -252,16 +264,7 @@ class Evaluation:
                     return self.scope.bindings["self"]
                 parents = list(self.index.ancestors(self.scope.class_qualname))[1:]
                 return next((self.flow.method(p, node.attr.value) for p in parents if self.flow.method(p, node.attr.value) != UNKNOWN), UNKNOWN)
-            base = self.evaluate(node.value)
-            if isinstance(base, ModuleObject):
-                return self.flow.member(base, node.attr.value)
-            if isinstance(base, ParsedArgs):
-                return base.option(node.attr.value)
-            if isinstance(base, Tensor):
-                return tensor_attribute(base, node.attr.value)
-            if isinstance(base, SYMBOLIC):
-                return AttributeOf(base, node.attr.value)
-            return self.spelled_here(self.ref(f"{base.qualname}.{node.attr.value}"), node) if isinstance(base, Ref) else UNKNOWN
+            return self.member_of(self.evaluate(node.value), node.attr.value, node)
         if branch is cst.Subscript:
             registered = self.registered_classes(node.value)
             if registered is not None:

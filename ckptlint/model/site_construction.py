@@ -31,6 +31,7 @@ from ckptlint.model.values import (
     ELEMENT,
     UNKNOWN,
     Const,
+    DictLit,
     Instance,
     Items,
     Lambda,
@@ -470,16 +471,23 @@ class SiteConstruction:
             return None
         _, (params, defaults, passed) = found
 
-        def keyword(name: str) -> Optional[tuple[Value, cst.CSTNode]]:
-            described = passed.get(name)
-            if described is None:
-                return None
-            if described[0] == "param" and described[1] in params:
+        def handed(described: list) -> Value:
+            """What a description of the builder's argument stands for at this call."""
+            kind = described[0]
+            if kind in ("param", "attr") and described[1] in params:
                 _, expression = passed_to(params, (), node, described[1])
                 if expression is not None:
-                    return self.evaluate(expression), node
-                return (literal_value(defaults[described[1]], node) if described[1] in defaults else UNKNOWN), node
-            return (literal_value(described[1], node) if described[0] == "const" else UNKNOWN), node
+                    value = self.evaluate(expression)
+                else:
+                    value = literal_value(defaults[described[1]], node) if described[1] in defaults else UNKNOWN
+                return self.member_of(value, described[2], node) if kind == "attr" else value  # `args.reentrant`
+            if kind == "dict":
+                return DictLit({key: handed(entry) for key, entry in described[1].items()}, True, node)
+            return literal_value(described[1], node) if kind == "const" else UNKNOWN
+
+        def keyword(name: str) -> Optional[tuple[Value, cst.CSTNode]]:
+            described = passed.get(name)
+            return (handed(described), node) if described is not None else None
 
         site = self.training_site(node, keyword)
         if site is not None:

@@ -148,7 +148,7 @@ class Resolver:
             flag = self.value(site.preserve_rng_value)
             if isinstance(flag, Const) and isinstance(flag.value, bool):
                 changes["preserve_rng_state"] = flag.value
-        if site.kind in (ApiKind.HF_ENABLE, ApiKind.HF_TRAINING_ARGS) and isinstance(site.kwargs_value, SYMBOLIC):
+        if site.kind in (ApiKind.HF_ENABLE, ApiKind.HF_TRAINING_ARGS) and _open(site.kwargs_value):
             changes.update(self.hf_kwargs(site))
         if isinstance(site.receiver, Instance) and site.receiver.checkpoint_from is not None:
             # `def load(name): model = AutoModel...from_pretrained(name)`: the name its callers pass.
@@ -316,6 +316,8 @@ class Resolver:
     def value(self, value: Value, depth: int = 0) -> Value:
         if isinstance(value, Param):
             return self.parameter(value, depth)
+        if isinstance(value, DictLit) and _open(value):
+            return replace(value, entries={key: self.value(entry, depth) for key, entry in value.entries.items()})
         if isinstance(value, Derived):
             return self.derived(value, depth)
         if isinstance(value, ElementOf):
@@ -559,6 +561,11 @@ def argument_key(facts: FunctionFacts, call: CallRecord, name: str) -> Union[int
     if name in positional and positional.index(name) < len(call.positional):
         return positional.index(name)
     return None
+
+
+def _open(value: Value) -> bool:
+    """A value that depends on parameters, or a dict literal holding one (`{"use_reentrant": args.reentrant}`)."""
+    return isinstance(value, SYMBOLIC) or isinstance(value, DictLit) and any(isinstance(v, SYMBOLIC) for v in value.entries.values())
 
 
 def bind(facts: FunctionFacts, call: CallRecord, name: str) -> Value:
