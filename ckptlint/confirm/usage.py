@@ -575,13 +575,18 @@ def _required(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return len(positional) > len(args.defaults) or any(d is None for d in args.kw_defaults)
 
 
-def main_reaching(tree: ast.Module, name: str) -> str:
+def main_reaching(tree: ast.Module, name: str, imported: Optional[ast.Module] = None) -> str:
     """Whether the file's main uses `name` (directly or through functions of the file it calls)
-    and trains (see `_reached`)."""
+    and trains (see `_reached`), also through the functions it calls of the `imported` module
+    (`train_one_epoch(model, ...)` of the target's own file, whose loop calls `.backward`)."""
     kind, body = main_entry(tree)
     if not kind or body is None:
         return ""
     names, trains = _reached(tree, body)
+    if name in names and not trains and imported is not None:
+        trains = any(
+            isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name in names and _reached(imported, f.body)[1] for f in imported.body
+        )  # fmt: skip
     return kind if name in names and trains else ""
 
 
@@ -613,7 +618,7 @@ def _main_using(defining: str, names: Sequence[str], own: str, files: Sequence[s
             continue
         other = _parse(file, _mtime(file))
         for candidate in names if other is not None else ():
-            kind = main_reaching(other, candidate)
+            kind = main_reaching(other, candidate, _parse(defining, _mtime(defining)))
             if kind:
                 return kind, os.path.abspath(file)
     return "", ""

@@ -577,3 +577,45 @@ def test_a_flag_that_gates_the_models_checkpoint_helper_is_switched_on_for_a_fin
     evidence = "; ".join(finding["confirmation"]["evidence"])
     assert (finding["path"], finding["confirmation"]["verdict"]) == ("layers.py", "confirmed"), evidence
     assert "`memory_saving` switched on" in evidence, evidence
+
+
+def test_a_loop_function_runs_through_the_main_that_trains_with_its_neighbour(tmp_path, monkeypatch):
+    """`evaluate(model, ...)` under inference_mode, in a loops file whose `train_one_epoch` does the
+    backward: the entry script calls both, and its main is what --confirm runs (it trains, through
+    the other function of the target's file)."""
+    (tmp_path / "model.py").write_text(
+        "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.block = nn.Linear(4, 4)\n\n"
+        "    def forward(self, x):\n"
+        "        if self.training:\n"
+        "            return checkpoint(self.block, x, use_reentrant=False)\n"
+        "        return self.block(x)\n"
+    )
+    (tmp_path / "loops.py").write_text(
+        "import torch\n\n\n"
+        "def train_one_epoch(model, batches, opt):\n"
+        "    model.train()\n"
+        "    for x in batches:\n"
+        "        model(x).pow(2).mean().backward()\n"
+        "        opt.step()\n\n\n"
+        "@torch.inference_mode()\n"
+        "def evaluate(model, batches):\n"
+        "    return [model(x).mean().item() for x in batches]\n"
+    )
+    (tmp_path / "run.py").write_text(
+        "import torch\n\nfrom loops import evaluate, train_one_epoch\nfrom model import Net\n\n\n"
+        "def main():\n"
+        "    model = Net()\n"
+        "    batches = [torch.randn(2, 4) for _ in range(2)]\n"
+        "    train_one_epoch(model, batches, torch.optim.SGD(model.parameters(), lr=0.1))\n"
+        "    print(evaluate(model, batches))\n\n\n"
+        'if __name__ == "__main__":\n'
+        "    main()\n"
+    )
+    finding = only_finding_confirmed(tmp_path, monkeypatch, "--select", "CKPT008")
+    evidence = "; ".join(finding["confirmation"]["evidence"])
+    assert (finding["path"], finding["confirmation"]["verdict"]) == ("loops.py", "confirmed"), evidence
+    assert "run.py" in evidence, evidence
