@@ -181,6 +181,8 @@ def resolve(path: str, line: int, examples: Sequence[str] = (), source: Optional
         elif (line_in_class := _call_in_a_class(facts, function.name)) is not None:
             # A helper a module's method calls (`record(logits)` in a block's forward): run that class.
             return resolve(path, line_in_class, examples, source)
+        elif (running := _module_running(path, function.name, registered)) is not None:
+            return running  # a helper a module of another file calls in its forward
     constructs = tuple(name for name in _called_names(function) if name in facts.classes or name[:1].isupper())
     if function.name not in registered and not builder and not _runs_alone(path, facts, function, required):
         signature = ", ".join(required)
@@ -275,6 +277,10 @@ def _class_target(
             if isinstance(target, Target):
                 return replace(target, via=f"{name} derives from {cls.name}" + (f"; {target.via}" if target.via else ""))
     if _plain_class(cls) and isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and inner.name != "__init__":
+        # An object a module of another file builds and calls (a masker, an augmenter): run that module.
+        running = _module_running(path, cls.name, registered)
+        if running is not None:
+            return running
         # A method of a class that is no module (a trainer holding its models): run like a function
         # of the object and the method's arguments, which an example builds.
         return Target(path, "function", f"{cls.name}.{inner.name}")
@@ -374,6 +380,17 @@ def _checkpoints(cls: ast.ClassDef) -> bool:
 
 
 _MAX_FILE_HOPS = 3
+
+
+def _module_running(path: str, name: str, registered: set[str]) -> Optional[Target]:
+    """The module class of another project file that calls `name` (a helper function, or a plain
+    class it builds), as the target to run, when that class checkpoints."""
+    elsewhere = _owner_in_project(path, name)
+    if elsewhere is None or not _checkpoints(elsewhere[1].classes[elsewhere[2]]):
+        return None
+    file, facts, root, via = elsewhere
+    target = _class_target(file, facts, facts.classes[root], [facts.classes[root]], registered)
+    return replace(target, via=via.replace(f"builds {name}", f"runs {name}")) if isinstance(target, Target) else None
 
 
 def _owner_in_project(path: str, name: str) -> Optional[tuple[str, _FileFacts, str, str]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -422,3 +423,32 @@ def test_a_project_that_lives_under_a_tests_folder_still_has_its_setup_replayed(
     path = str(package / "model.py")
     found = usage.usage_of("Net", path, usage.project_files(path))
     assert found.setup and found.setup["path"] == str(package / "train.py"), found.setup
+
+
+def test_a_helper_or_plain_object_a_module_of_another_file_runs_targets_that_module(tmp_path, monkeypatch):
+    """A finding in `utils.random_drop(x)` (a function) or `TimeMasker.__call__` (a plain object),
+    whose file builds no module: the checkpointing model of another file that calls them is what runs."""
+    package = _package(tmp_path, {
+        "utils.py": (
+            "import numpy as np\nimport torch\n\n\n"
+            "def random_drop(x):\n    return x * float(np.random.uniform() > 0.1)\n\n\n"
+            "class TimeMasker:\n    def __init__(self):\n        self.gen = torch.Generator()\n\n"
+            "    def __call__(self, x):\n        return x * (torch.rand(x.shape, generator=self.gen) > 0.1)\n"
+        ),
+        "net.py": (
+            "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\nfrom .utils import TimeMasker, random_drop\n\n\n"
+            "class Block(nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 4)\n        self.masker = TimeMasker()\n\n"
+            "    def forward(self, x):\n        return self.masker(random_drop(self.fc(x)))\n\n\n"
+            "class Net(nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n        self.blocks = nn.ModuleList(Block() for _ in range(2))\n\n"
+            "    def forward(self, x):\n        for blk in self.blocks:\n            x = checkpoint(blk, x, use_reentrant=False)\n        return x\n"
+        ),
+    })
+    monkeypatch.chdir(package.parent)
+    path = package / "utils.py"
+    lines = path.read_text().splitlines()
+    for needle in ("np.random.uniform", "torch.rand("):
+        line = next(i for i, text in enumerate(lines, 1) if needle in text)
+        target = targets.resolve(str(path), line)
+        assert isinstance(target, targets.Target) and (Path(target.path).name, target.kind, target.qualname) == ("net.py", "class", "Net"), (needle, target)
