@@ -603,7 +603,10 @@ def main_elsewhere(name: str, path: str, tree: ast.Module, files: Sequence[str])
     # Built by a function of another file (`build.build_model(cfg)`), whose callers' main trains it.
     for file in files:
         other = _parse(file, _mtime(file)) if os.path.abspath(file) != own and _imports(file, own, [name]) else None
-        builders = [f.name for f in other.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and _calls_name(f, name)] if other else []
+        registries = _registries_holding(other, name) if other else set()
+        builders = [
+            f.name for f in other.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and (_calls_name(f, name) or _calls_registry(f, registries))
+        ] if other else []  # fmt: skip
         found = _main_using(os.path.abspath(file), builders, own, files) if builders else ("", "")
         if found[0]:
             return found
@@ -629,6 +632,23 @@ def _imports(file: str, defining: str, names: Sequence[str]) -> bool:
     module_name = Path(defining).stem if Path(defining).stem != "__init__" else Path(defining).parent.name
     text = text_of(file)
     return module_name in text and any(n in text for n in names)
+
+
+def _registries_holding(tree: ast.Module, name: str) -> set[str]:
+    """Module-level dicts of the file that hold the class `name` (`MODELS = {"vit": TinyViT}`)."""
+    return {
+        target.id for stmt in tree.body if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Dict)
+        and any(isinstance(v, ast.Name) and v.id == name for v in stmt.value.values)
+        for target in stmt.targets if isinstance(target, ast.Name)
+    }  # fmt: skip
+
+
+def _calls_registry(function: ast.AST, registries: set[str]) -> bool:
+    """Whether the function builds an entry of one of `registries` (`MODELS[name](**kwargs)`)."""
+    return bool(registries) and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name) and n.func.value.id in registries
+        for n in ast.walk(function)
+    )  # fmt: skip
 
 
 def _calls_name(function: ast.AST, name: str) -> bool:

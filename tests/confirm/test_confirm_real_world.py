@@ -619,3 +619,41 @@ def test_a_loop_function_runs_through_the_main_that_trains_with_its_neighbour(tm
     evidence = "; ".join(finding["confirmation"]["evidence"])
     assert (finding["path"], finding["confirmation"]["verdict"]) == ("loops.py", "confirmed"), evidence
     assert "run.py" in evidence, evidence
+
+
+def test_a_model_the_main_builds_through_a_registry_of_its_package_runs_through_that_main(tmp_path, monkeypatch):
+    """`create_model(args.model)` returns `MODELS[name](**kwargs)` of the package's `__init__`, and
+    the training script switches checkpointing on with `set_grad_checkpointing()`: that script's
+    main runs the model as it trains it (built bare, it would checkpoint nothing)."""
+    package = tmp_path / "models"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "from .net import Net\n\nMODELS = {'net': Net}\n\n\ndef create_model(name, **kwargs):\n    return MODELS[name](**kwargs)\n"
+    )
+    (package / "net.py").write_text(
+        "from torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.stem = nn.Linear(4, 4)\n"
+        "        self.grad_checkpointing = False\n\n"
+        "    def set_grad_checkpointing(self, enable=True):\n"
+        "        self.grad_checkpointing = enable\n\n"
+        "    def forward(self, x):\n"
+        "        if self.grad_checkpointing:\n"
+        "            return checkpoint(self.stem, x, use_reentrant=True)\n"
+        "        return self.stem(x)\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch\n\nfrom models import create_model\n\n\n"
+        "def main():\n"
+        "    model = create_model('net')\n"
+        "    model.set_grad_checkpointing(True)\n"
+        "    model(torch.randn(2, 4)).sum().backward()\n\n\n"
+        'if __name__ == "__main__":\n'
+        "    main()\n"
+    )
+    finding = only_finding_confirmed(tmp_path, monkeypatch, "--select", "CKPT001")
+    evidence = "; ".join(finding["confirmation"]["evidence"])
+    assert (finding["path"], finding["confirmation"]["verdict"]) == ("models/net.py", "confirmed"), evidence
+    assert "train.py" in evidence, evidence
