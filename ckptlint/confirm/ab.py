@@ -1390,7 +1390,11 @@ def verdict(code: str, report: ComparisonReport, path: str, line: int, end_line:
         # "element 0 of tensors does not require grad" from reentrant checkpoints none of whose
         # inputs required grad is what their inputs cause (CKPT001's premise), not an escape.
         explained = all(c.effective_reentrant and not c.positional_requires_grad for c in calls)
-        symptoms = [e for e in exception if not (explained and "does not require grad" in e)] if scope.owns_run(()) else []
+        # The flagged store ran inside one of these checkpoints: a crash of the run is its doing,
+        # even while other calls of the same loop (blocks that store nothing) checkpoint too.
+        inside = [f"the checkpoint at {c.where()} ran line {line} inside its region" for c in _unique(calls_reaching(report, path, line, end_line or line))][:1]
+        symptoms = [e for e in exception if not (explained and "does not require grad" in e)] if scope.owns_run(inside) else []
+        premise += inside if symptoms else []
         if not report.error_with:
             symptoms = (
                 report.attribute_evidence(scope.owns) + report.none_grad_evidence(within=scope.owns)

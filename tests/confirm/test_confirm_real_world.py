@@ -657,3 +657,48 @@ def test_a_model_the_main_builds_through_a_registry_of_its_package_runs_through_
     evidence = "; ".join(finding["confirmation"]["evidence"])
     assert (finding["path"], finding["confirmation"]["verdict"]) == ("models/net.py", "confirmed"), evidence
     assert "train.py" in evidence, evidence
+
+
+def test_an_escape_from_one_block_of_a_checkpointed_loop_owns_the_crash_it_causes(tmp_path, monkeypatch):
+    """Only the aligned block appends its features to a list the model keeps (REPA): the loop
+    checkpoints every block, but the crash of step 2 is the escape's, since the checkpoint that ran
+    the append is among them."""
+    (tmp_path / "sit.py").write_text(
+        "import torch\nfrom torch import nn\nfrom torch.utils.checkpoint import checkpoint\n\n\n"
+        "class Block(nn.Module):\n"
+        "    def __init__(self, sink=None):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(4, 4)\n"
+        "        self.out = nn.Linear(4, 4)\n"
+        "        self.sink = sink\n\n"
+        "    def forward(self, x, c):\n"
+        "        x = x + self.fc(x) * c\n"
+        "        if self.sink is not None:\n"
+        "            self.sink.append(x)\n"
+        "        return x + self.out(x)\n\n\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.feats = []\n"
+        "        self.cond = nn.Linear(1, 4)\n"
+        "        self.blocks = nn.ModuleList(Block(self.feats if i == 1 else None) for i in range(3))\n\n"
+        "    def forward(self, x, t):\n"
+        "        c = self.cond(t)\n"
+        "        for blk in self.blocks:\n"
+        "            x = checkpoint(blk, x, c, use_reentrant=False)\n"
+        "        return x\n\n\n"
+        'if __name__ == "__main__":\n'
+        "    model = Net()\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    for _ in range(2):\n"
+        "        out = model(torch.randn(2, 4), torch.rand(2, 1))\n"
+        "        feats = list(model.feats)\n"
+        "        model.feats.clear()\n"
+        "        loss = out.pow(2).mean() + sum(f.pow(2).mean() for f in feats)\n"
+        "        loss.backward()\n"
+        "        opt.step()\n"
+    )
+    finding = only_finding_confirmed(tmp_path, monkeypatch, "--select", "CKPT007")
+    evidence = "; ".join(finding["confirmation"]["evidence"])
+    assert (finding["line"], finding["confirmation"]["verdict"]) == (16, "confirmed"), evidence
+    assert "ran line 16 inside its region" in evidence, evidence
