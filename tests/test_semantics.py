@@ -3143,26 +3143,36 @@ def test_a_checkpoint_function_a_module_holds_as_an_attribute_is_a_checkpoint():
     assert findings(body) == {(17, "CKPT001"), (18, "CKPT001")}
 
 
+# A module that checkpoints its blocks in training once its flag is on.
+GATED_ENCODER = """
+class Encoder(nn.Module):
+    def __init__(self, dim=4, use_checkpoint=False):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Linear(dim, dim) for _ in range(2))
+        self.use_checkpoint = use_checkpoint
+
+    def forward(self, x):
+        for blk in self.blocks:
+            if self.use_checkpoint and self.training:
+                x = checkpoint(blk, x, use_reentrant=False)
+            else:
+                x = blk(x)
+        return x
+"""
+
+
+def _line_of(body: str, text: str) -> int:
+    """The line of `text` in `body` as `findings` numbers them."""
+    dedented = textwrap.dedent(body)
+    return dedented[: dedented.index(text)].count("\n") + 1
+
+
 def test_a_deep_copy_of_a_constructor_argument_holds_a_module_of_the_same_class():
     """`self.teacher = copy.deepcopy(student)` in `__init__`: the teacher is a model of the class
     handed in, with its flags and train mode, so calling it under `no_grad` runs its checkpoints
     for nothing (CKPT008); kept apart from the student, whose call records grad."""
-    body = """
+    body = GATED_ENCODER + textwrap.dedent("""
         import copy
-
-        class Encoder(nn.Module):
-            def __init__(self, use_checkpoint=False):
-                super().__init__()
-                self.blocks = nn.ModuleList(nn.Linear(4, 4) for _ in range(2))
-                self.use_checkpoint = use_checkpoint
-
-            def forward(self, x):
-                for blk in self.blocks:
-                    if self.use_checkpoint and self.training:
-                        x = checkpoint(blk, x, use_reentrant=False)
-                    else:
-                        x = blk(x)
-                return x
 
         class SelfDistill(nn.Module):
             def __init__(self, student):
@@ -3179,25 +3189,11 @@ def test_a_deep_copy_of_a_constructor_argument_holds_a_module_of_the_same_class(
         model = SelfDistill(Encoder(use_checkpoint=True))
         model.train()
         model.loss(torch.randn(2, 4)).backward()
-    """
-    assert findings(body) == {(27, "CKPT008")}
+    """)
+    assert findings(body) == {(_line_of(body, "t = self.teacher(view)"), "CKPT008")}
 
 
-SPREAD_CONFIG = """
-    class Encoder(nn.Module):
-        def __init__(self, dim=4, use_checkpoint=False):
-            super().__init__()
-            self.blocks = nn.ModuleList(nn.Linear(dim, dim) for _ in range(2))
-            self.use_checkpoint = use_checkpoint
-
-        def forward(self, x):
-            for blk in self.blocks:
-                if self.use_checkpoint and self.training:
-                    x = checkpoint(blk, x, use_reentrant=False)
-                else:
-                    x = blk(x)
-            return x
-
+SPREAD_CONFIG = GATED_ENCODER + textwrap.dedent("""
     CONFIG = {"encoder": {"dim": 4, "use_checkpoint": FLAG}, "lr": 0.1}
     ARGS = {"dim": 4, "use_checkpoint": FLAG}
 
@@ -3209,7 +3205,7 @@ SPREAD_CONFIG = """
 
     if __name__ == "__main__":
         main()
-"""
+""")
 
 
 @pytest.mark.parametrize("build", ['Encoder(**CONFIG["encoder"])', "Encoder(**ARGS)", 'Encoder(**{**ARGS, "dim": 4})'])
