@@ -421,8 +421,9 @@ AFTER = "with torch.no_grad():\n    out = model(torch.ones(2, 8))\n"
         (SAMPLE, "model = Stack()\nsample(model, torch.ones(2, 8))\n", {(3, "CKPT008"), (9, "CKPT008")}),
         ("def width(model):\n    return model.blocks[0].in_features\n\n\n", "model = Stack()\nwidth(model)\n", {(8, "CKPT008")}),
         ("def show(model):\n    print(model)\n    return isinstance(model, torch.nn.Module)\n\n\n", "model = Stack()\nshow(model)\n", {(9, "CKPT008")}),
-        # One that hands it on to a helper that leaves it, or to a library function.
-        (f"{SAMPLE}def rollout(model, x):\n    return sample(model, x)\n\n\n", "model = Stack()\nrollout(model, torch.ones(2, 8))\n", {(13, "CKPT008")}),
+        # One that hands it on to a helper that leaves it (whose no_grad call gets the train-mode model
+        # through both hand-offs: reported there too), or to a library function.
+        (f"{SAMPLE}def rollout(model, x):\n    return sample(model, x)\n\n\n", "model = Stack()\nrollout(model, torch.ones(2, 8))\n", {(3, "CKPT008"), (13, "CKPT008")}),
         ("def save(model):\n    torch.save(model.state_dict(), 'm.pt')\n\n\n", "model = Stack()\nsave(model)\n", {(8, "CKPT008")}),
         # A helper that sets the mode on every path: its mode holds.
         ("def prepare(model):\n    model.train()\n    return model\n\n\n", "model = Stack()\nmodel.eval()\nprepare(model)\n", {(10, "CKPT008")}),
