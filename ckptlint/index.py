@@ -1210,9 +1210,10 @@ class _Summarizer:
                     if isinstance(target, ast.Name) and value is not None:
                         # A dict of literals (`ckpt_kwargs = {"use_reentrant": True}`) starts as that dict.
                         attrs.setdefault(target.id, AttrBinding(constant=mapping, has_constant=True) if mapping is not None else self.binding(value, {}))
-        for stmt in node.body:
+        unset = frozenset(a for a, b in attrs.items() if b.has_constant and b.constant is None)
+        for stmt in node.body if unset else ():
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name not in ("__init__", "forward"):
-                self.collect_late_modules(stmt, attrs)
+                self.collect_late_modules(stmt, attrs, unset)
         recompute = recompute_layout(node, self.qualify) if any(b in AUTOGRAD_FUNCTIONS for b in bases) else None
         return ClassSummary(
             f"{self.module}.{node.name}", bases, attrs, tuple(methods), forward_no_grad, recompute, init_params, init_defaults, flag_setters,
@@ -1269,20 +1270,18 @@ class _Summarizer:
                 steps[param] += [replace(step, guard=guard) for step in found] if guard else found
         return steps
 
-    def collect_late_modules(self, method: Union[ast.FunctionDef, ast.AsyncFunctionDef], attrs: dict[str, AttrBinding]) -> None:
-        """Modules a method other than `__init__` builds into an attribute `__init__` leaves unset or
-        None (Lightning's `configure_model`, a trainer's `setup`): the attribute holds them once built."""
+    def collect_late_modules(self, method: Union[ast.FunctionDef, ast.AsyncFunctionDef], attrs: dict[str, AttrBinding], unset: frozenset[str]) -> None:
+        """Modules a method other than `__init__` builds into an attribute `__init__` sets to None
+        (`unset`: Lightning's `configure_model`, a trainer's `setup`): the attribute holds them once built."""
         late: dict[str, AttrBinding] = {}
-        for node in _own_nodes(method):
-            if not isinstance(node, ast.Assign):
-                continue
+        for node in _own_assignments(method.body):
             for target in node.targets:
                 attr = _self_attr(target)
-                if attr is None or not (attr not in attrs or attrs[attr].has_constant and attrs[attr].constant is None or attr in late):
+                if attr not in unset:
                     continue
                 binding = self.binding(node.value, {})
                 if binding.constructors:
-                    late[attr] = _merge(late[attr], binding) if attr in late else binding
+                    late[attr] = _merge(late[attr], binding) if attr in late else binding  # type: ignore[index]
         attrs.update(late)
 
     def collect_init(self, init: ast.FunctionDef, attrs: dict[str, AttrBinding]) -> None:
@@ -3765,6 +3764,19 @@ def _reachable(start: set[str], edges: dict[str, set[str]]) -> set[str]:
 
 def _definition(block: Block) -> Optional[str]:
     return block.binds if block.definition else None
+
+
+def _own_assignments(body: list[ast.stmt]) -> Iterator[ast.Assign]:
+    """The assignments among a function body's statements, in its blocks too, not in functions or
+    classes it defines (statements only: no walk into expressions)."""
+    for stmt in body:
+        if isinstance(stmt, ast.Assign):
+            yield stmt
+        elif not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for block in ("body", "orelse", "finalbody"):
+                yield from _own_assignments(getattr(stmt, block, None) or [])
+            for handler in getattr(stmt, "handlers", None) or []:
+                yield from _own_assignments(handler.body)
 
 
 def _own_nodes(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
