@@ -13,10 +13,10 @@ import libcst as cst
 from ckptlint.ast_nodes import CONSTANT_KEY
 from ckptlint.index import Alias
 from ckptlint.model import command_line
+from ckptlint.model.apis import DEEP_COPIES
 from ckptlint.model.command_line import is_parser
 from ckptlint.model.dataflow import tensor_attribute
 from ckptlint.model.hf_configs import built_config, built_elsewhere, is_transformers_model
-from ckptlint.model.apis import DEEP_COPIES
 from ckptlint.model.model_states import returned_argument
 from ckptlint.model.scope import CallArguments
 from ckptlint.model.shapes import bound_names, is_self, is_super, none_test
@@ -43,7 +43,6 @@ from ckptlint.model.values import (
     Defaulted,
     Derived,
     DictLit,
-    ItemOf,
     Grad,
     Instance,
     Items,
@@ -275,10 +274,9 @@ class Evaluation:
                 passed = self.keyword_passed(whole, key)
                 if passed is not None:
                     return passed
-                if isinstance(whole, DictLit) and isinstance(key, cst.SimpleString) and key.evaluated_value in whole.entries:
-                    return whole.entries[key.evaluated_value]  # type: ignore[index]  # `RUN["train"]` of a literal table
-                if isinstance(whole, SYMBOLIC) and isinstance(key, cst.SimpleString) and isinstance(key.evaluated_value, str):
-                    return ItemOf(whole, key.evaluated_value, UNKNOWN)  # `cfg["memory"]` of a table handed in
+                named = key.evaluated_value if isinstance(key, cst.SimpleString) else None
+                if isinstance(named, str) and (isinstance(whole, SYMBOLIC) or isinstance(whole, DictLit) and named in whole.entries):
+                    return item_of(whole, named, UNKNOWN)  # `RUN["train"]` of a literal table, `cfg["memory"]` of one handed in
             index = _literal_index(node) if isinstance(whole, Items) else None
             if index is not None and -len(whole.values) <= index < len(whole.values):  # type: ignore[union-attr]
                 return whole.values[index]  # type: ignore[union-attr]  # `parser.parse_known_args()[0]`, `pair[1]`
